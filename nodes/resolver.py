@@ -1,0 +1,814 @@
+"""Transport-free, ToolDNS-aware recursive resolver (Algorithm 1 of seed 000, with caches).
+
+Sans-IO contract (as in aioquic / dnspython's ``_Resolution``): the engine feeds messages
+with ``receive(data, src, now, transport)``, drains ``to_send()``, and fires ``on_timer(now)``
+at ``next_timer()``. Time is always passed in; randomness comes from the ``rng`` given.
+
+Each discovery is a generator that yields batches of :class:`Ask` (queries to send in
+parallel, one *round*) and receives one :class:`Reply` per ask. The driver around it does
+the DNS plumbing: random query IDs, server order by smoothed RTT, timeouts, failover
+across a zone's NS replicas, TC → TCP retry, and validation of every response (ID,
+question, source address and port).
+
+Caches (all with expiry from the records' TTLs and the ``now`` passed in):
+  * zone servers (NS + glue, long TTL) — "server address search": start at the longest
+    cached suffix;
+  * semantic referrals per (zone, service, intent, K) — a repeated intent skips levels;
+  * complete child lists with summaries from K = 0 warming — "query mock": rank children
+    locally and contact servers only beyond the cached tree;
+  * SRV answers per (zone, service, intent, K) and A records (short TTL).
+
+Modes toward upstream: ``aware`` walks cursor names with the intent option; ``strip`` and
+``pass-through`` model unmodified resolvers: plain iterative resolution of the literal
+name, with the client's option removed or forwarded unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from dnslib import QTYPE, RCODE, RR, SRV, A, DNSHeader, DNSQuestion, DNSRecord
+
+from nodes.scoring import BM25Scorer, ScoreIndex, Scorer, top_k
+from nodes.wire import (
+    CLASSIC_UDP_SIZE,
+    DEFAULT_EDNS_SIZE,
+    DEFAULT_OPTION_CODE,
+    MAX_MESSAGE_SIZE,
+    Intent,
+    IntentError,
+    cursor_name,
+    find_opt,
+    get_intent,
+    is_subdomain,
+    normalise,
+    opt_record,
+    parse_tool_name,
+    requester_udp_size,
+)
+from nodes.zone import Address
+
+Mode = Literal["aware", "strip", "pass-through"]
+Transport = Literal["udp", "tcp"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolverConfig:
+    """Resolver behaviour; every field can be set from a scenario file."""
+
+    mode: Mode = "aware"
+    beam: int = 1  # explore up to B of the top-K branches at each level
+    timeout: float = 0.5  # seconds per attempt before trying the next replica
+    max_attempts: int = 4  # attempts per query across a zone's replicas
+    query_mock: bool = True  # rank cached child lists locally
+    cache: bool = True  # use the caches at all
+    a_from_additional: bool = False  # take targets' A from the SRV response's additional data
+    edns_size: int = DEFAULT_EDNS_SIZE
+    option_code: int = DEFAULT_OPTION_CODE
+    dns_port: int = 53
+    max_rounds: int = 24  # loop guard
+    srtt_alpha: float = 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """A discovery request: intent, service, K, and the zone to start from (trust)."""
+
+    intent: str
+    service: str = "mcp"
+    proto: str = "tcp"
+    k: int = 1
+    start: str = "tools."
+    beam: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One discovered tool endpoint."""
+
+    target: str
+    address: str | None
+    port: int
+    priority: int
+    weight: int
+    zone: str
+
+
+@dataclass(slots=True)
+class Step:
+    """One DNS exchange (or a timed-out attempt) made during a discovery."""
+
+    qname: str
+    qtype: str
+    server: Address
+    transport: str
+    sent: float
+    rtt: float | None
+    bytes_out: int
+    bytes_in: int
+    outcome: str
+    with_intent: bool
+
+
+@dataclass
+class DiscoveryResult:
+    """What one discovery found and what it cost."""
+
+    request: Discovery
+    started: float
+    finished: float = 0.0
+    endpoints: list[Endpoint] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    rounds: int = 0  # sequential network rounds on the critical path
+    rcode: str = "NOERROR"
+    error: str | None = None
+    cache: Counter[str] = field(default_factory=Counter)
+    leaves: list[str] = field(default_factory=list)
+
+    @property
+    def latency(self) -> float:
+        return self.finished - self.started
+
+    @property
+    def exchanges(self) -> int:
+        return len(self.steps)
+
+    @property
+    def bytes_out(self) -> int:
+        return sum(s.bytes_out for s in self.steps)
+
+    @property
+    def bytes_in(self) -> int:
+        return sum(s.bytes_in for s in self.steps)
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A query the walk wants answered by one of ``servers``."""
+
+    qname: str
+    qtype: int
+    servers: tuple[Address, ...]
+    intent: Intent | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    msg: DNSRecord | None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    data: bytes
+    dst: Address
+    transport: Transport
+
+
+@dataclass(frozen=True, slots=True)
+class ChildInfo:
+    zone: str
+    summary: str
+    services: frozenset[str]
+    org: str | None
+    leaf: bool
+
+
+@dataclass
+class _Entry:
+    value: object
+    expires: float
+
+
+@dataclass
+class _Task:
+    gen: Generator[list[Ask], list[Reply], object]
+    result: DiscoveryResult | None
+    asks: list[Ask] = field(default_factory=list)
+    replies: list[Reply | None] = field(default_factory=list)
+    client: tuple[DNSRecord, Address, str] | None = None  # stub query to answer when done
+    done: bool = False
+    value: object = None  # the generator's return value
+
+
+@dataclass
+class _Pending:
+    task: _Task
+    index: int
+    qid: int
+    wire: bytes
+    order: list[Address]
+    attempt: int
+    server: Address
+    transport: Transport
+    sent: float
+    deadline: float
+    step: Step | None
+
+
+class RecursiveResolver:
+    """ToolDNS-aware recursive resolver; also answers stub clients."""
+
+    def __init__(
+        self,
+        root_hints: Sequence[str],
+        rng: random.Random,
+        config: ResolverConfig | None = None,
+        scorer: Scorer | None = None,
+        name: str = "resolver",
+    ) -> None:
+        self.config = config or ResolverConfig()
+        self.rng = rng
+        self.scorer = scorer or BM25Scorer()
+        self.name = name
+        self.root_hints = tuple((a, self.config.dns_port) for a in root_hints)
+        self.stats: Counter[str] = Counter()
+        self.srtt: dict[Address, float] = {}
+        self._servers: dict[str, _Entry] = {}  # zone -> tuple[Address]
+        self._referrals: dict[tuple, _Entry] = {}  # (zone, svc, proto, intent, k) -> [zone]
+        self._children: dict[tuple[str, str], _Entry] = {}  # (zone, svc) -> [ChildInfo]
+        self._child_index: dict[tuple[str, str], tuple[int, ScoreIndex]] = {}
+        self._srv: dict[tuple, _Entry] = {}  # (zone, svc, proto, intent, k) -> [Endpoint]
+        self._addr: dict[str, _Entry] = {}  # target -> address
+        self._negative: dict[tuple[str, int], _Entry] = {}
+        self._pending: dict[int, _Pending] = {}
+        self._out: list[Outgoing] = []
+        self._results: list[DiscoveryResult] = []
+        self._now = 0.0
+
+    # ------------------------------------------------------------------ public API
+
+    def discover(self, request: Discovery, now: float) -> None:
+        """Start a discovery; its result appears in :meth:`pop_results`."""
+        self._now = now
+        result = DiscoveryResult(request=request, started=now)
+        self._start(_Task(gen=self._discover(request, result), result=result), now)
+
+    def warm(self, service: str, now: float, proto: str = "tcp", start: str = "tools.") -> None:
+        """K = 0 cache warming: fetch every delegation level below ``start`` for ``service``."""
+        self._now = now
+        request = Discovery(intent="", service=service, proto=proto, k=0, start=start)
+        result = DiscoveryResult(request=request, started=now)
+        self._start(_Task(gen=self._warm(request, result), result=result), now)
+
+    def pop_results(self) -> list[DiscoveryResult]:
+        out, self._results = self._results, []
+        return out
+
+    def to_send(self) -> list[Outgoing]:
+        out, self._out = self._out, []
+        return out
+
+    def next_timer(self) -> float | None:
+        return min((p.deadline for p in self._pending.values()), default=None)
+
+    def on_timer(self, now: float) -> None:
+        self._now = now
+        for qid in [q for q, p in self._pending.items() if p.deadline <= now]:
+            pending = self._pending.pop(qid, None)
+            if pending is None:
+                continue
+            self.stats["timeouts"] += 1
+            if pending.step is not None:
+                pending.step.outcome = "timeout"
+            old = self.srtt.get(pending.server, self.config.timeout)
+            self.srtt[pending.server] = max(old * 2, self.config.timeout)
+            self._retry(pending, now, "timeout")
+
+    def receive(self, data: bytes, src: Address, now: float, transport: Transport = "udp") -> None:
+        """A response from upstream, or a query from a stub client."""
+        self._now = now
+        try:
+            msg = DNSRecord.parse(data)
+        except Exception:
+            self._malformed(data, src, transport)
+            return
+        if msg.header.qr:
+            self._on_response(msg, len(data), src, now, transport)
+        else:
+            self._on_client_query(msg, src, now, transport)
+
+    # ------------------------------------------------------------------ driver
+
+    def _start(self, task: _Task, now: float) -> None:
+        self._advance(task, None, now)
+
+    def _advance(self, task: _Task, replies: list[Reply] | None, now: float) -> None:
+        """Run the task's generator until it needs the network or finishes."""
+        try:
+            asks = next(task.gen) if replies is None else task.gen.send(replies)
+        except StopIteration as stop:
+            task.value = stop.value
+            task.done = True
+            self._finish(task, now)
+            return
+        if task.result is not None:
+            task.result.rounds += 1
+        task.asks, task.replies = asks, [None] * len(asks)
+        for i, ask in enumerate(asks):
+            order = sorted(ask.servers, key=lambda s: (self.srtt.get(s, 0.0), self.rng.random()))
+            self._send(task, i, order, 0, "udp", now)
+
+    def _send(
+        self, task: _Task, index: int, order: list[Address], attempt: int, transport: Transport,
+        now: float,
+    ) -> None:
+        ask = task.asks[index]
+        qid = self.rng.randrange(1, 65536)
+        while qid in self._pending:
+            qid = self.rng.randrange(1, 65536)
+        query = DNSRecord(DNSHeader(id=qid, qr=0, rd=0))
+        query.add_question(DNSQuestion(ask.qname, ask.qtype))
+        query.add_ar(opt_record(ask.intent, self.config.option_code, self.config.edns_size))
+        wire = query.pack()
+        server = order[attempt % len(order)]
+        step = Step(
+            qname=ask.qname, qtype=QTYPE[ask.qtype], server=server, transport=transport,
+            sent=now, rtt=None, bytes_out=len(wire), bytes_in=0, outcome="sent",
+            with_intent=ask.intent is not None,
+        )
+        if task.result is not None:
+            task.result.steps.append(step)
+        self._pending[qid] = _Pending(
+            task=task, index=index, qid=qid, wire=wire, order=order, attempt=attempt,
+            server=server, transport=transport, sent=now, deadline=now + self.config.timeout,
+            step=step,
+        )
+        self.stats[f"sent_{transport}"] += 1
+        self._out.append(Outgoing(wire, server, transport))
+
+    def _retry(self, pending: _Pending, now: float, why: str) -> None:
+        if pending.attempt + 1 < self.config.max_attempts:
+            self.stats["retries"] += 1
+            self._send(pending.task, pending.index, pending.order, pending.attempt + 1, "udp", now)
+        else:
+            self._deliver(pending.task, pending.index, Reply(None, why), now)
+
+    def _deliver(self, task: _Task, index: int, reply: Reply, now: float) -> None:
+        task.replies[index] = reply
+        if all(r is not None for r in task.replies):
+            self._advance(task, list(task.replies), now)  # type: ignore[arg-type]
+
+    def _on_response(
+        self, msg: DNSRecord, size: int, src: Address, now: float, transport: Transport
+    ) -> None:
+        pending = self._pending.get(msg.header.id)
+        if pending is None or pending.server != src or pending.transport != transport:
+            self.stats["unexpected_response"] += 1
+            return
+        ask = pending.task.asks[pending.index]
+        q = msg.questions[0] if len(msg.questions) == 1 else None
+        if q is None or normalise(q.qname) != normalise(ask.qname) or q.qtype != ask.qtype:
+            self.stats["mismatched_question"] += 1  # keep waiting for the genuine answer
+            return
+        del self._pending[msg.header.id]
+        rtt = now - pending.sent
+        old = self.srtt.get(src)
+        a = self.config.srtt_alpha
+        self.srtt[src] = rtt if old is None else (1 - a) * old + a * rtt
+        step = pending.step
+        if step is not None:
+            step.rtt, step.bytes_in = rtt, size
+            step.outcome = RCODE[msg.header.rcode] + (" TC" if msg.header.tc else "")
+        if msg.header.tc and transport == "udp":
+            self.stats["truncated"] += 1
+            if pending.task.result is not None:
+                pending.task.result.cache["tc_retry"] += 1
+            order = [src]
+            self._send(pending.task, pending.index, order, 0, "tcp", now)
+            return
+        if msg.header.rcode in (RCODE.SERVFAIL, RCODE.REFUSED, RCODE.FORMERR, RCODE.NOTIMP):
+            self.stats[f"upstream_{RCODE[msg.header.rcode].lower()}"] += 1
+            self._retry(pending, now, RCODE[msg.header.rcode])
+            return
+        self._deliver(pending.task, pending.index, Reply(msg), now)
+
+    def _malformed(self, data: bytes, src: Address, transport: Transport) -> None:
+        self.stats["malformed"] += 1
+        if len(data) >= 12 and not data[2] & 0x80:
+            header = DNSHeader(id=int.from_bytes(data[:2], "big"), qr=1, ra=1,
+                               rcode=RCODE.FORMERR)
+            self._out.append(Outgoing(DNSRecord(header).pack(), src, transport))
+
+    # ------------------------------------------------------------------ caches
+
+    def _get(self, table: dict, key: object) -> object | None:
+        if not self.config.cache:
+            return None
+        entry = table.get(key)
+        if entry is None:
+            return None
+        if entry.expires <= self._now:
+            del table[key]
+            return None
+        return entry.value
+
+    def _put(self, table: dict, key: object, value: object, ttl: float) -> None:
+        if self.config.cache:
+            table[key] = _Entry(value, self._now + ttl)
+
+    def _servers_for(self, zone: str) -> tuple[str, tuple[Address, ...]]:
+        """Longest cached enclosing zone with known servers (root hints last)."""
+        labels = zone.rstrip(".").split(".") if zone != "." else []
+        for i in range(len(labels)):
+            candidate = ".".join(labels[i:]) + "."
+            servers = self._get(self._servers, candidate)
+            if servers:
+                return candidate, servers  # type: ignore[return-value]
+        return ".", self.root_hints
+
+    def _learn_referral(self, msg: DNSRecord, bailiwick: str) -> list[str]:
+        """Cache NS sets with in-bailiwick glue; returns child zones in response order."""
+        glue: dict[str, str] = {}
+        for rr in msg.ar:
+            if rr.rtype == QTYPE.A and is_subdomain(normalise(rr.rname), bailiwick):
+                glue.setdefault(normalise(rr.rname), str(rr.rdata))
+        zones: list[str] = []
+        servers: dict[str, list[Address]] = {}
+        ttls: dict[str, int] = {}
+        for rr in msg.auth:
+            if rr.rtype != QTYPE.NS:
+                continue
+            owner = normalise(rr.rname)
+            if not is_subdomain(owner, bailiwick) or owner == bailiwick:
+                self.stats["bogus_referral"] += 1
+                continue
+            if owner not in servers:
+                zones.append(owner)
+                servers[owner] = []
+            host = normalise(rr.rdata.label)
+            if host in glue:
+                servers[owner].append((glue[host], self.config.dns_port))
+            ttls[owner] = min(ttls.get(owner, rr.ttl), rr.ttl)
+        for owner in zones:
+            if servers[owner]:
+                self._put(self._servers, owner, tuple(servers[owner]), ttls[owner])
+        return [z for z in zones if servers[z]]
+
+    def _learn_hints(self, msg: DNSRecord, service: str, zone: str, ttl: float) -> None:
+        """Child summaries (TXT in the additional section of a K = 0 referral)."""
+        children = []
+        for rr in msg.ar:
+            if rr.rtype != QTYPE.TXT:
+                continue
+            fields = _parse_hint(rr.rdata.data)
+            children.append(ChildInfo(
+                zone=normalise(rr.rname), summary=fields.get("summary", ""),
+                services=frozenset(filter(None, fields.get("services", "").split(","))),
+                org=fields.get("org"), leaf=fields.get("kind") == "leaf",
+            ))
+        self._put(self._children, (zone, service), children, ttl)
+        self._child_index.pop((zone, service), None)
+
+    def _mock(self, zone: str, service: str, intent: Intent) -> list[str] | None:
+        """Rank a cached complete child list locally; None if the list is not cached."""
+        children = self._get(self._children, (zone, service))
+        if children is None or not self.config.query_mock:
+            return None
+        children = list(children)  # type: ignore[arg-type]
+        cached = self._child_index.get((zone, service))
+        if cached is None or cached[0] != id(children):
+            index = self.scorer.index([c.zone for c in children], [c.summary for c in children])
+            self._child_index[(zone, service)] = (id(children), index)
+        else:
+            index = cached[1]
+        scores = index.scores(intent.text) if children else []
+        eligible = [service in c.services for c in children]
+        return [children[i].zone for i in top_k(scores, intent.k, eligible)]
+
+    def _is_leaf(self, zone: str, service: str) -> bool:
+        parent_zone = zone.split(".", 1)[1] if zone.count(".") > 1 else "."
+        children = self._get(self._children, (parent_zone, service)) or []
+        return any(c.zone == zone and c.leaf for c in children)  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ walks
+
+    def _discover(self, req: Discovery, result: DiscoveryResult):
+        """Algorithm 1 with beam, caches and failover. Yields rounds of asks."""
+        if self.config.mode != "aware":
+            qname = cursor_name(req.service, req.start, req.proto)
+            intent = Intent(req.intent, k=req.k) if self.config.mode == "pass-through" else None
+            msg, error = yield from self._iterate(qname, QTYPE.SRV, intent, result)
+            if msg is not None:
+                result.endpoints = _endpoints(msg, req.start)
+            result.error = error
+            result.finished = self._now
+            return result
+        intent = Intent(req.intent, k=req.k)
+        beam = max(1, req.beam or self.config.beam)
+        key = (req.service, req.proto, req.intent, req.k)
+        start = normalise(req.start)
+        branches = [start]
+        leaf_results: dict[str, list[Endpoint]] = {}
+        leaf_order: list[str] = []
+        for _ in range(self.config.max_rounds):
+            asks: list[Ask] = []
+            asked: list[tuple[str, str]] = []  # (branch zone, bailiwick asked)
+            next_branches: list[str] = []
+            while branches:  # local steps first: caches and query mock
+                zone = branches.pop(0)
+                cached_srv = self._get(self._srv, (zone, *key))
+                if cached_srv is not None:
+                    result.cache["srv_hit"] += 1
+                    leaf_results[zone] = list(cached_srv)  # type: ignore[arg-type]
+                    leaf_order.append(zone)
+                    continue
+                ranked = self._get(self._referrals, (zone, *key))
+                if ranked is not None:
+                    result.cache["referral_hit"] += 1
+                    branches = list(ranked)[:beam] + branches  # type: ignore[arg-type]
+                    continue
+                if not self._is_leaf(zone, req.service):
+                    mocked = self._mock(zone, req.service, intent)
+                    if mocked is not None:
+                        result.cache["mock_hit"] += 1
+                        branches = mocked[:beam] + branches
+                        continue
+                bailiwick, servers = self._servers_for(zone)
+                if bailiwick == zone:
+                    result.cache["ns_hit"] += 1
+                asks.append(Ask(cursor_name(req.service, zone, req.proto), QTYPE.SRV,
+                                servers, intent))
+                asked.append((zone, bailiwick))
+            if not asks:
+                break
+            replies = yield asks
+            for (zone, bailiwick), reply in zip(asked, replies, strict=True):
+                msg = reply.msg
+                if msg is None:
+                    result.error = f"{zone}: {reply.error}"
+                    continue
+                srv = [rr for rr in msg.rr if rr.rtype == QTYPE.SRV]
+                if srv:
+                    endpoints = _endpoints(msg, zone)
+                    self._put(self._srv, (zone, *key), endpoints, min(r.ttl for r in srv))
+                    leaf_results[zone] = endpoints
+                    leaf_order.append(zone)
+                    continue
+                children = self._learn_referral(msg, bailiwick)
+                if not children:
+                    if msg.header.rcode == RCODE.NXDOMAIN:
+                        result.rcode = "NXDOMAIN"
+                    continue
+                below = [c for c in children if is_subdomain(c, zone) and c != zone]
+                if below and bailiwick == zone:  # semantic referral: the zone's top-K children
+                    ttl = min(rr.ttl for rr in msg.auth if rr.rtype == QTYPE.NS)
+                    self._put(self._referrals, (zone, *key), below, ttl)
+                    if req.k == 0:
+                        self._learn_hints(msg, req.service, zone, ttl)
+                    next_branches.extend(below[:beam])
+                elif any(is_subdomain(zone, c) for c in children):  # a step towards the zone
+                    next_branches.append(zone)
+                else:
+                    self.stats["bogus_referral"] += 1
+                    result.error = f"{zone}: referral to {children} is out of the walk"
+            branches = next_branches
+        endpoints = _merge(leaf_results, leaf_order, req.k)
+        start_ok = [e for e in endpoints if is_subdomain(e.target, start)]
+        if len(start_ok) != len(endpoints):
+            self.stats["outside_start_zone"] += len(endpoints) - len(start_ok)
+        result.leaves = leaf_order
+        result.endpoints = yield from self._resolve_targets(start_ok, result)
+        if result.endpoints:
+            result.error = None
+        result.finished = self._now
+        return result
+
+    def _resolve_targets(self, endpoints: list[Endpoint], result: DiscoveryResult):
+        """A lookups for SRV targets (one parallel round), unless cached."""
+        need: list[Endpoint] = []
+        out: list[Endpoint] = []
+        for ep in endpoints:
+            addr = self._get(self._addr, ep.target)
+            if addr is None and self.config.a_from_additional and ep.address:
+                addr = ep.address
+            if addr is not None:
+                result.cache["a_hit"] += 1
+            else:
+                need.append(ep)
+        asks = []
+        for ep in need:
+            _, servers = self._servers_for(ep.zone)
+            asks.append(Ask(ep.target, QTYPE.A, servers, None))
+        replies = (yield asks) if asks else []
+        for ep, reply in zip(need, replies, strict=True):
+            a = [rr for rr in (reply.msg.rr if reply.msg else []) if rr.rtype == QTYPE.A
+                 and normalise(rr.rname) == ep.target]
+            if a:
+                self._put(self._addr, ep.target, str(a[0].rdata), a[0].ttl)
+        for ep in endpoints:
+            addr = self._get(self._addr, ep.target)
+            if addr is None and self.config.a_from_additional:
+                addr = ep.address
+            out.append(Endpoint(ep.target, addr, ep.port, ep.priority, ep.weight, ep.zone))  # type: ignore[arg-type]
+        return [e for e in out if e.address is not None]
+
+    def _iterate(self, qname: str, qtype: int, intent: Intent | None, result: DiscoveryResult):
+        """Plain iterative resolution of a literal name, as an unmodified resolver does."""
+        qname = normalise(qname)
+        neg = self._get(self._negative, (qname, qtype))
+        if neg is not None:
+            result.cache["negative_hit"] += 1
+            result.rcode = "NXDOMAIN"
+            return None, "NXDOMAIN"
+        bailiwick, servers = self._servers_for(qname)
+        for _ in range(self.config.max_rounds):
+            (reply,) = yield [Ask(qname, qtype, servers, intent)]
+            msg = reply.msg
+            if msg is None:
+                result.rcode = "SERVFAIL"
+                return None, reply.error
+            if any(normalise(rr.rname) == qname for rr in msg.rr):
+                return msg, None
+            if msg.header.rcode == RCODE.NXDOMAIN or not any(
+                rr.rtype == QTYPE.NS for rr in msg.auth
+            ):
+                result.rcode = RCODE[msg.header.rcode]
+                soa = [rr for rr in msg.auth if rr.rtype == QTYPE.SOA]
+                if soa and msg.header.rcode == RCODE.NXDOMAIN:
+                    self._put(self._negative, (qname, qtype), True, soa[0].ttl)
+                return msg, None if msg.header.rcode == RCODE.NOERROR else "no such name"
+            children = self._learn_referral(msg, bailiwick)
+            closer = [c for c in children if is_subdomain(qname, c)]
+            if not closer:  # RFC-compliant resolvers reject a referral not towards qname
+                self.stats["bogus_referral"] += 1
+                result.rcode = "SERVFAIL"
+                return None, f"referral to {children} does not lead to {qname}"
+            bailiwick = closer[0]
+            servers = self._get(self._servers, bailiwick) or ()  # type: ignore[assignment]
+            if not servers:
+                result.rcode = "SERVFAIL"
+                return None, f"no glue for {bailiwick}"
+        result.rcode = "SERVFAIL"
+        return None, "too many referrals"
+
+    def _warm(self, req: Discovery, result: DiscoveryResult):
+        """Breadth-first K = 0 walk over non-leaf zones, one round per level."""
+        intent = Intent("", k=0)
+        level = [normalise(req.start)]
+        while level:
+            asks, asked = [], []
+            for zone in level:
+                bailiwick, servers = self._servers_for(zone)
+                asks.append(Ask(cursor_name(req.service, zone, req.proto), QTYPE.SRV, servers,
+                                intent))
+                asked.append((zone, bailiwick))
+            replies = yield asks
+            level = []
+            for (zone, bailiwick), reply in zip(asked, replies, strict=True):
+                if reply.msg is None:
+                    result.error = f"{zone}: {reply.error}"
+                    continue
+                children = self._learn_referral(reply.msg, bailiwick)
+                if bailiwick != zone:
+                    level.extend(c for c in children if is_subdomain(zone, c))
+                    continue
+                ttl = min((rr.ttl for rr in reply.msg.auth if rr.rtype == QTYPE.NS), default=0)
+                self._learn_hints(reply.msg, req.service, zone, ttl)
+                infos = self._get(self._children, (zone, req.service)) or []
+                level.extend(c.zone for c in infos if not c.leaf)  # type: ignore[attr-defined]
+            result.leaves = sorted(z for (z, s), e in self._children.items() if s == req.service)
+        result.finished = self._now
+        return result
+
+    def _finish(self, task: _Task, now: float) -> None:
+        if task.result is not None:
+            task.result.finished = now
+            self._results.append(task.result)
+        if task.client is not None:
+            self._answer_client(task, now)
+
+    # ------------------------------------------------------------------ stub service
+
+    def _on_client_query(
+        self, msg: DNSRecord, src: Address, now: float, transport: Transport
+    ) -> None:
+        self.stats["client_queries"] += 1
+        if msg.header.opcode != 0 or len(msg.questions) != 1:
+            self._reply_client(msg, src, transport, RCODE.FORMERR if msg.header.opcode == 0
+                               else RCODE.NOTIMP)
+            return
+        try:
+            intent = get_intent(msg, self.config.option_code)
+        except IntentError:
+            self.stats["client_formerr"] += 1
+            self._reply_client(msg, src, transport, RCODE.FORMERR)
+            return
+        q = msg.q
+        tq = parse_tool_name(q.qname)
+        if (self.config.mode == "aware" and intent is not None and tq is not None and tq.cursor
+                and q.qtype == QTYPE.SRV):
+            request = Discovery(intent=intent.text, service=tq.service, proto=tq.proto,
+                                k=intent.k, start=tq.zone)
+            result = DiscoveryResult(request=request, started=now)
+            task = _Task(gen=self._discover(request, result), result=result,
+                         client=(msg, src, transport))
+        else:
+            upstream = None if self.config.mode == "strip" else intent
+            result = DiscoveryResult(request=Discovery(intent=intent.text if intent else "",
+                                                       start=normalise(q.qname)), started=now)
+            task = _Task(gen=self._plain(normalise(q.qname), q.qtype, upstream, result),
+                         result=result, client=(msg, src, transport))
+        self._start(task, now)
+
+    def _plain(self, qname: str, qtype: int, intent: Intent | None, result: DiscoveryResult):
+        msg, error = yield from self._iterate(qname, qtype, intent, result)
+        result.error = error
+        result.finished = self._now
+        return msg
+
+    def _answer_client(self, task: _Task, now: float) -> None:
+        query, src, transport = task.client  # type: ignore[misc]
+        result = task.result
+        assert result is not None
+        reply = _client_reply(query, RCODE.NOERROR)
+        if isinstance(task.value, DNSRecord):  # plain resolution: relay the final answer
+            reply.header.rcode = task.value.header.rcode
+            for rr in task.value.rr:
+                reply.add_answer(rr)
+            for rr in task.value.auth:
+                if rr.rtype == QTYPE.SOA:
+                    reply.add_auth(rr)
+        elif result.endpoints:
+            owner = query.q.qname
+            for ep in result.endpoints:
+                reply.add_answer(RR(owner, QTYPE.SRV, ttl=60, rdata=SRV(
+                    priority=ep.priority, weight=ep.weight, port=ep.port, target=ep.target)))
+            for ep in result.endpoints:
+                reply.add_ar(RR(ep.target, QTYPE.A, ttl=60, rdata=A(ep.address)))
+        elif result.error and not result.endpoints:
+            reply.header.rcode = RCODE.SERVFAIL if result.rcode != "NXDOMAIN" else RCODE.NXDOMAIN
+        elif result.rcode == "NXDOMAIN":
+            reply.header.rcode = RCODE.NXDOMAIN
+        self._out.append(Outgoing(self._fit_client(query, reply, transport), src, transport))
+
+    def _reply_client(self, query: DNSRecord, src: Address, transport: Transport, rcode: int):
+        self._out.append(Outgoing(_client_reply(query, rcode).pack(), src, transport))
+
+    def _fit_client(self, query: DNSRecord, reply: DNSRecord, transport: Transport) -> bytes:
+        if find_opt(query) is not None:
+            reply.add_ar(opt_record(None, self.config.option_code, self.config.edns_size))
+        limit = MAX_MESSAGE_SIZE if transport == "tcp" else (
+            min(requester_udp_size(query), self.config.edns_size)
+            if find_opt(query) is not None else CLASSIC_UDP_SIZE)
+        wire = reply.pack()
+        if len(wire) > limit:
+            opt = find_opt(reply)
+            reply.rr, reply.auth, reply.ar = [], [], [opt] if opt else []
+            reply.header.tc = 1
+            wire = reply.pack()
+        return wire
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _client_reply(query: DNSRecord, rcode: int) -> DNSRecord:
+    header = DNSHeader(id=query.header.id, qr=1, rd=query.header.rd, ra=1, rcode=rcode)
+    reply = DNSRecord(header)
+    for q in query.questions[:1]:
+        reply.add_question(DNSQuestion(q.qname, q.qtype, q.qclass))
+    return reply
+
+
+def _parse_hint(strings: Sequence[bytes]) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    last = None
+    for raw in strings:
+        text = bytes(raw).decode("utf-8", "replace")
+        key, sep, value = text.partition("=")
+        if sep and key in ("summary", "services", "org", "kind"):
+            fields[key] = value
+            last = key
+        elif last == "summary":  # continuation of a summary longer than 255 bytes
+            fields["summary"] += text
+    return fields
+
+
+def _endpoints(msg: DNSRecord, zone: str) -> list[Endpoint]:
+    glue = {normalise(rr.rname): str(rr.rdata) for rr in msg.ar if rr.rtype == QTYPE.A}
+    out = []
+    for rr in msg.rr:
+        if rr.rtype != QTYPE.SRV:
+            continue
+        target = normalise(rr.rdata.target)
+        out.append(Endpoint(target, glue.get(target), rr.rdata.port, rr.rdata.priority,
+                            rr.rdata.weight, normalise(zone)))
+    return out
+
+
+def _merge(results: dict[str, list[Endpoint]], order: list[str], k: int) -> list[Endpoint]:
+    """Round-robin over leaves in beam order, de-duplicated, cut to K (K = 0: all)."""
+    merged: list[Endpoint] = []
+    seen: set[str] = set()
+    lists = [results[z] for z in order]
+    for i in range(max((len(x) for x in lists), default=0)):
+        for lst in lists:
+            if i < len(lst) and lst[i].target not in seen:
+                seen.add(lst[i].target)
+                merged.append(lst[i])
+    return merged if k == 0 else merged[:k]

@@ -1,0 +1,172 @@
+"""DNS wire helpers for ToolDNS: the EDNS0 intent option codec and cursor names.
+
+Everything here is pure: bytes in, values out. dnslib does the message wire format;
+this module adds the ToolDNS option (seed 000 §3.3.3, REFERENCE.md) and the two name
+forms the protocol uses:
+
+* fully expanded (SRV style): ``_mcp._tcp.history.weather.tools.``
+* partially unfolded (search cursor): ``_mcp._tcp._history.weather.tools.`` — the extra
+  ``_`` on the first domain label marks that the walk is still going on at that zone.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from dnslib import EDNS0, QTYPE, DNSLabel, DNSRecord, EDNSOption
+
+#: Default option code, from the RFC 6891 local/experimental range 65001–65534.
+DEFAULT_OPTION_CODE = 65432
+INTENT_VERSION = 0
+_HEADER = struct.Struct("!BHB")  # version (8) · payload length (16) · K (8)
+
+#: Services (SRV ``_service`` labels) the namespace knows; ``_tcp`` is the usual protocol.
+SERVICES = ("mcp", "a2a", "rest", "skill")
+PROTOCOLS = ("tcp", "udp")
+
+#: Classic DNS UDP limit (RFC 1035) and the DNS-flag-day 2020 EDNS buffer size.
+CLASSIC_UDP_SIZE = 512
+DEFAULT_EDNS_SIZE = 1232
+MAX_MESSAGE_SIZE = 65535
+
+
+class IntentError(ValueError):
+    """Raised when option data is not a valid ToolDNS intent option."""
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """The ToolDNS EDNS0 payload: natural-language intent plus K (0 = return everything)."""
+
+    text: str
+    k: int = 1
+    version: int = INTENT_VERSION
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.k <= 255:
+            raise IntentError(f"K must fit in 8 bits, got {self.k}")
+        if not 0 <= self.version <= 255:
+            raise IntentError(f"version must fit in 8 bits, got {self.version}")
+        if len(self.text.encode("utf-8")) > 65531:
+            raise IntentError("intent payload longer than 65,531 bytes")
+
+    def encode(self) -> bytes:
+        """Option data: version · length · K · UTF-8 payload."""
+        payload = self.text.encode("utf-8")
+        return _HEADER.pack(self.version, len(payload), self.k) + payload
+
+    @classmethod
+    def decode(cls, data: bytes) -> Intent:
+        """Parse option data; raises :class:`IntentError` on any inconsistency."""
+        if len(data) < _HEADER.size:
+            raise IntentError(f"option data too short ({len(data)} bytes)")
+        version, length, k = _HEADER.unpack_from(data)
+        if version != INTENT_VERSION:
+            raise IntentError(f"unsupported intent version {version}")
+        payload = data[_HEADER.size :]
+        if len(payload) != length:
+            raise IntentError(f"length field says {length} bytes, payload has {len(payload)}")
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise IntentError(f"payload is not UTF-8: {exc}") from None
+        return cls(text=text, k=k, version=version)
+
+
+def opt_record(
+    intent: Intent | None, option_code: int = DEFAULT_OPTION_CODE, udp_size: int = DEFAULT_EDNS_SIZE
+) -> EDNS0:
+    """An OPT pseudo-record advertising ``udp_size``, carrying the intent if given."""
+    opts = [EDNSOption(option_code, intent.encode())] if intent is not None else []
+    return EDNS0(udp_len=udp_size, opts=opts)
+
+
+def find_opt(msg: DNSRecord):  # -> RR | None (dnslib has no precise type)
+    """The OPT record of a parsed message, if any."""
+    for rr in msg.ar:
+        if rr.rtype == QTYPE.OPT:
+            return rr
+    return None
+
+
+def get_intent(msg: DNSRecord, option_code: int = DEFAULT_OPTION_CODE) -> Intent | None:
+    """The intent carried by ``msg`` or None; raises IntentError if present but malformed."""
+    opt = find_opt(msg)
+    if opt is None:
+        return None
+    for option in opt.rdata:
+        if option.code == option_code:
+            return Intent.decode(bytes(option.data))
+    return None
+
+
+def requester_udp_size(msg: DNSRecord) -> int:
+    """Largest UDP response the requester accepts (RFC 6891 §6.2.5: never below 512)."""
+    opt = find_opt(msg)
+    if opt is None:
+        return CLASSIC_UDP_SIZE
+    return max(CLASSIC_UDP_SIZE, int(opt.rclass))
+
+
+# ---------------------------------------------------------------------------- names
+
+
+def normalise(name: str | DNSLabel) -> str:
+    """Lower-case absolute form with a trailing dot (``tools.``)."""
+    text = str(name).lower()
+    return text if text.endswith(".") else text + "."
+
+
+def parent(zone: str) -> str:
+    """Parent of a zone name; the parent of ``tools.`` is the root ``.``."""
+    zone = normalise(zone)
+    if zone == ".":
+        raise ValueError("the root has no parent")
+    _, _, rest = zone.partition(".")
+    return rest or "."
+
+
+def is_subdomain(name: str, zone: str) -> bool:
+    """True if ``name`` is ``zone`` or lies below it (label-wise)."""
+    name, zone = normalise(name), normalise(zone)
+    return zone == "." or name == zone or name.endswith("." + zone)
+
+
+def cursor_name(service: str, zone: str, proto: str = "tcp") -> str:
+    """Partially unfolded name: the search stands at ``zone`` (``_mcp._tcp._weather.tools.``)."""
+    zone = normalise(zone)
+    if zone == ".":
+        raise ValueError("a cursor needs at least one label")
+    return f"_{service}._{proto}._{zone}"
+
+
+def expanded_name(service: str, zone: str, proto: str = "tcp") -> str:
+    """Fully expanded SRV owner name at a leaf zone (``_mcp._tcp.history.weather.tools.``)."""
+    return f"_{service}._{proto}.{normalise(zone)}"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolQuery:
+    """A query name split into its ToolDNS parts."""
+
+    service: str
+    proto: str
+    zone: str  # absolute zone the name points at
+    cursor: bool  # True: partially unfolded, False: fully expanded
+
+
+def parse_tool_name(name: str | DNSLabel) -> ToolQuery | None:
+    """Split ``_svc._proto[._]zone.`` into its parts; None if the name is not of that shape."""
+    labels = normalise(name).rstrip(".").split(".")
+    if len(labels) < 3:
+        return None
+    svc, proto, first = labels[0], labels[1], labels[2]
+    if not (svc.startswith("_") and proto.startswith("_")) or len(svc) < 2 or len(proto) < 2:
+        return None
+    cursor = first.startswith("_")
+    head = first[1:] if cursor else first
+    if not head or head.startswith("_"):
+        return None
+    zone = ".".join([head, *labels[3:]]) + "."
+    return ToolQuery(service=svc[1:], proto=proto[1:], zone=zone, cursor=cursor)
