@@ -167,6 +167,7 @@ class Outgoing:
     data: bytes
     dst: Address
     transport: Transport
+    reply: bool = False  # an answer to a stub client (sent from the listening socket)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,7 +393,7 @@ class RecursiveResolver:
         if len(data) >= 12 and not data[2] & 0x80:
             header = DNSHeader(id=int.from_bytes(data[:2], "big"), qr=1, ra=1,
                                rcode=RCODE.FORMERR)
-            self._out.append(Outgoing(DNSRecord(header).pack(), src, transport))
+            self._out.append(Outgoing(DNSRecord(header).pack(), src, transport, reply=True))
 
     # ------------------------------------------------------------------ caches
 
@@ -744,10 +745,11 @@ class RecursiveResolver:
             reply.header.rcode = RCODE.SERVFAIL if result.rcode != "NXDOMAIN" else RCODE.NXDOMAIN
         elif result.rcode == "NXDOMAIN":
             reply.header.rcode = RCODE.NXDOMAIN
-        self._out.append(Outgoing(self._fit_client(query, reply, transport), src, transport))
+        self._out.append(Outgoing(self._fit_client(query, reply, transport), src, transport,
+                                  reply=True))
 
     def _reply_client(self, query: DNSRecord, src: Address, transport: Transport, rcode: int):
-        self._out.append(Outgoing(_client_reply(query, rcode).pack(), src, transport))
+        self._out.append(Outgoing(_client_reply(query, rcode).pack(), src, transport, reply=True))
 
     def _fit_client(self, query: DNSRecord, reply: DNSRecord, transport: Transport) -> bytes:
         if find_opt(query) is not None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nodes.scoring import tokenize
-from nodes.wire import SERVICES, normalise
+from nodes.wire import SERVICES
 from nodes.zone import Delegation, ServerRef, ToolRecord, Ttls, ZoneData
 
 ROOT = "."

@@ -1,0 +1,230 @@
+"""The ``tooldns`` command: serve a live hierarchy, query it, run the quickstart comparison.
+
+Subcommands are small functions registered in :data:`COMMANDS`; each builds what it
+needs from the lower layers and prints with rich.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from dnslib import QTYPE, DNSHeader, DNSQuestion, DNSRecord
+from rich.console import Console
+from rich.table import Table
+
+from nodes.resolver import Discovery, DiscoveryResult, RecursiveResolver, ResolverConfig
+from nodes.wire import DEFAULT_OPTION_CODE, Intent, cursor_name, opt_record
+from topologies.namespace import Namespace, from_catalog, synthetic
+
+console = Console() if sys.stdout.isatty() else Console(width=160)
+
+SHARED_CATALOG = Path(__file__).resolve().parents[2] / "shared" / "data" / "tools"
+
+
+def _namespace(args: argparse.Namespace) -> Namespace:
+    if args.catalog:
+        queries = args.queries or (Path(args.catalog).parent / "queries.jsonl")
+        return from_catalog(args.catalog, queries if Path(queries).exists() else None,
+                            limit=args.limit)
+    return synthetic(n_tools=args.tools, branching=args.branching, depth=args.depth,
+                     seed=args.seed, n_orgs=args.orgs)
+
+
+def _add_namespace_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("namespace (synthetic unless --catalog is given)")
+    g.add_argument("--catalog", help="catalogue JSONL (format of shared/data/tools/catalog.jsonl)")
+    g.add_argument("--queries", help="queries JSONL with tool_ids (default: beside the catalogue)")
+    g.add_argument("--limit", type=int, help="load at most this many catalogue rows")
+    g.add_argument("--tools", type=int, default=2000, help="synthetic: number of tools")
+    g.add_argument("--branching", type=int, default=6, help="synthetic: branching factor")
+    g.add_argument("--depth", type=int, default=2, help="synthetic: depth below tools.")
+    g.add_argument("--orgs", type=int, default=3, help="synthetic: certified organisations")
+    g.add_argument("--seed", type=int, default=0)
+    p.add_argument("--replicas", type=int, default=1, help="NS replicas per zone")
+    p.add_argument("--scorer", default="bm25", help="bm25 | tfidf | oracle")
+
+
+# ------------------------------------------------------------------------ serve
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from sim.hierarchy import build_hierarchy
+    from sim.live import LiveHierarchy
+
+    ns = _namespace(args)
+    hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer,
+                                option_code=args.option_code)
+    live = LiveHierarchy(hierarchy, port=args.port, resolver_address=args.resolver)
+
+    async def main() -> None:
+        await live.start()
+        table = Table(title=f"ToolDNS hierarchy on port {args.port}: {ns.origin}")
+        for col in ("role", "zone", "address", "org"):
+            table.add_column(col)
+        shown = live.manifest()["servers"]
+        for m in shown[: args.show]:
+            table.add_row(m["role"], m["zone"], m["address"], m["org"] or "")
+        console.print(table)
+        if len(shown) > args.show:
+            console.print(f"… and {len(shown) - args.show} more servers (see --manifest)")
+        console.print(f"resolver {args.resolver}:{args.port} (stub clients: UDP and TCP)")
+        if args.manifest:
+            live.write_manifest(args.manifest)
+            console.print(f"manifest written to {args.manifest}")
+        console.print("[bold]ready[/bold]", highlight=False)
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        if args.duration:
+            loop.call_later(args.duration, stop.set)
+        await stop.wait()
+        live.close()
+
+    asyncio.run(main())
+    return 0
+
+
+# ------------------------------------------------------------------------ query
+
+
+def _load_manifest(path: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SystemExit(
+            f"{path}: no such manifest (start `tooldns serve --manifest {path}`)") from None
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    manifest = _load_manifest(args.manifest)
+    port = manifest["port"]
+    code = manifest.get("option_code", DEFAULT_OPTION_CODE)
+    if args.via_resolver:
+        return _query_via_resolver(args, manifest["resolver"]["address"], port, code)
+    from sim.live import ResolverEndpoint
+
+    zone_of = {m["address"]: m["zone"] for m in manifest["servers"]}
+    config = ResolverConfig(dns_port=port, option_code=code, beam=args.beam)
+    resolver = RecursiveResolver(manifest["root_hints"], random.Random(args.seed), config)
+    request = Discovery(args.intent, service=args.service, k=args.k, start=args.start,
+                        beam=args.beam)
+
+    async def main() -> DiscoveryResult:
+        endpoint = ResolverEndpoint(resolver)
+        await endpoint.start()
+        try:
+            return await endpoint.discover(request)
+        finally:
+            endpoint.close()
+
+    result = asyncio.run(main())
+    print_walk(result, zone_of)
+    return 0 if result.endpoints else 1
+
+
+def print_walk(result: DiscoveryResult, zone_of: dict[str, str] | None = None) -> None:
+    zone_of = zone_of or {}
+    table = Table(title=f"walk for {result.request.intent!r} ({result.rounds} rounds, "
+                        f"{result.latency * 1000:.2f} ms)")
+    for col in ("#", "name", "type", "server", "zone", "via", "rtt ms", "bytes out", "bytes in",
+                "outcome"):
+        table.add_column(col)
+    for i, s in enumerate(result.steps, 1):
+        rtt = f"{s.rtt * 1000:.2f}" if s.rtt is not None else "-"
+        table.add_row(str(i), s.qname, s.qtype, f"{s.server[0]}:{s.server[1]}",
+                      zone_of.get(s.server[0], ""), s.transport, rtt, str(s.bytes_out),
+                      str(s.bytes_in), s.outcome)
+    console.print(table)
+    if result.endpoints:
+        found = Table(title="endpoints")
+        for col in ("target", "address", "port", "leaf zone"):
+            found.add_column(col)
+        for e in result.endpoints:
+            found.add_row(e.target, e.address or "", str(e.port), e.zone)
+        console.print(found)
+    else:
+        console.print(f"[red]no endpoints[/red] ({result.rcode}; {result.error})")
+
+
+def _query_via_resolver(args: argparse.Namespace, address: str, port: int, code: int) -> int:
+    """A plain stub query with the intent option, as any DNS client would send it."""
+    query = DNSRecord(DNSHeader(id=random.Random(args.seed).randrange(1, 65536), rd=1))
+    query.add_question(DNSQuestion(cursor_name(args.service, args.start), QTYPE.SRV))
+    query.add_ar(opt_record(Intent(args.intent, k=args.k), code))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(args.timeout)
+        sock.sendto(query.pack(), (address, port))
+        data, _ = sock.recvfrom(65535)
+    reply = DNSRecord.parse(data)
+    console.print(str(reply))
+    return 0 if reply.rr else 1
+
+
+# ------------------------------------------------------------------------ quickstart
+
+
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    from sim.quickstart import run_quickstart
+
+    run_quickstart(args, console)
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "serve": cmd_serve,
+    "query": cmd_query,
+    "quickstart": cmd_quickstart,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tooldns", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="start a whole hierarchy and a resolver on 127.0.0.0/8")
+    _add_namespace_args(p)
+    p.add_argument("--port", type=int, default=15353, help="DNS port of every server")
+    p.add_argument("--resolver", default="127.0.53.1", help="resolver listening address")
+    p.add_argument("--option-code", type=int, default=DEFAULT_OPTION_CODE)
+    p.add_argument("--manifest", help="write role/zone/address/port of every server as JSON")
+    p.add_argument("--show", type=int, default=25, help="servers to list on start")
+    p.add_argument("--duration", type=float, help="stop after this many seconds")
+
+    p = sub.add_parser("query", help="discover tools through a served hierarchy")
+    p.add_argument("intent")
+    p.add_argument("--service", default="mcp", help="mcp | a2a | rest | skill")
+    p.add_argument("-k", type=int, default=3, help="top-K per pruning step (0 = all)")
+    p.add_argument("--beam", type=int, default=1, help="branches explored per level")
+    p.add_argument("--start", default="tools.", help="zone to start at (trust: an org zone)")
+    p.add_argument("--manifest", default="tooldns-manifest.json")
+    p.add_argument("--via-resolver", action="store_true",
+                   help="send one stub query to the served resolver instead of walking here")
+    p.add_argument("--timeout", type=float, default=5.0)
+    p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("quickstart", help="compare resolver variants on a namespace in memory")
+    _add_namespace_args(p)
+    p.add_argument("--n", type=int, default=300, help="queries to replay")
+    p.add_argument("-k", type=int, default=3)
+    p.add_argument("--delay", type=float, default=0.010, help="one-way link delay (s)")
+    p.add_argument("--out", default="results/quickstart", help="output directory")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return COMMANDS[args.command](args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

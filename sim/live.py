@@ -1,0 +1,300 @@
+"""Live engine: the same node objects behind real UDP/TCP sockets on 127.0.0.0/8 (asyncio).
+
+* :class:`ServerEndpoint` — one authoritative server on ``(address, port)``: UDP datagrams
+  and TCP with the two-byte length prefix of RFC 1035 §4.2.2 (RFC 7766 idle timeout).
+* :class:`ResolverEndpoint` — a recursive resolver: upstream queries from its own UDP
+  socket (and short TCP connections after TC), stub clients served on its listening
+  address over UDP and TCP; timers scheduled with ``loop.call_at``.
+* :class:`LiveHierarchy` — every server of a :class:`sim.hierarchy.Hierarchy` plus a
+  resolver, started together (``tooldns serve``).
+
+The node code never sees a socket or a clock: the adapters pass ``loop.time()`` in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import resource
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nodes.authoritative import AuthoritativeServer
+from nodes.resolver import (
+    Discovery,
+    DiscoveryResult,
+    Outgoing,
+    RecursiveResolver,
+    ResolverConfig,
+)
+from nodes.zone import Address
+from sim.hierarchy import Hierarchy
+
+DEFAULT_PORT = 15353
+DEFAULT_RESOLVER_ADDRESS = "127.0.53.1"
+TCP_IDLE_TIMEOUT = 10.0
+
+
+def raise_fd_limit() -> None:
+    """Each server holds two sockets; lift the soft descriptor limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+async def _serve_tcp_stream(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    handle: Callable[[bytes, Address], bytes | None],
+) -> None:
+    """Length-prefixed DNS over one TCP connection until EOF, error or idle timeout."""
+    peer = writer.get_extra_info("peername")[:2]
+    try:
+        while True:
+            head = await asyncio.wait_for(reader.readexactly(2), TCP_IDLE_TIMEOUT)
+            data = await asyncio.wait_for(
+                reader.readexactly(int.from_bytes(head, "big")), TCP_IDLE_TIMEOUT)
+            reply = handle(data, peer)
+            if reply is not None:
+                writer.write(len(reply).to_bytes(2, "big") + reply)
+                await writer.drain()
+    except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+
+
+class _Datagrams(asyncio.DatagramProtocol):
+    def __init__(self, on_datagram: Callable[[bytes, Address], None]) -> None:
+        self.on_datagram = on_datagram
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: tuple) -> None:
+        self.on_datagram(data, addr[:2])
+
+    def error_received(self, exc: Exception) -> None:  # ICMP errors etc.: nothing to do
+        pass
+
+
+@dataclass
+class ServerEndpoint:
+    """One authoritative server bound to UDP and TCP on the same address and port."""
+
+    server: AuthoritativeServer
+    address: Address
+    udp: asyncio.DatagramTransport | None = None
+    tcp: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def on_datagram(data: bytes, src: Address) -> None:
+            reply = self.server.handle(data, src, loop.time(), "udp")
+            if reply is not None and self.udp is not None:
+                self.udp.sendto(reply, src)
+
+        self.udp, _ = await loop.create_datagram_endpoint(
+            lambda: _Datagrams(on_datagram), local_addr=self.address)
+
+        async def on_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await _serve_tcp_stream(
+                reader, writer, lambda data, peer: self.server.handle(data, peer, loop.time(),
+                                                                      "tcp"))
+
+        self.tcp = await asyncio.start_server(on_stream, *self.address, reuse_address=True)
+
+    def close(self) -> None:
+        if self.udp is not None:
+            self.udp.close()
+        if self.tcp is not None:
+            self.tcp.close()
+
+
+@dataclass
+class ResolverEndpoint:
+    """Drives a :class:`RecursiveResolver` over real sockets."""
+
+    resolver: RecursiveResolver
+    address: Address | None = None  # listening address for stub clients (None: no service)
+    results: list[DiscoveryResult] = field(default_factory=list)
+    _upstream: asyncio.DatagramTransport | None = None
+    _listen: asyncio.DatagramTransport | None = None
+    _tcp_server: asyncio.base_events.Server | None = None
+    _timer: asyncio.TimerHandle | None = None
+    _clients: dict[Address, asyncio.StreamWriter] = field(default_factory=dict)
+    _waiters: list[asyncio.Future] = field(default_factory=list)
+    _tasks: set[asyncio.Task] = field(default_factory=set)
+
+    async def start(self, source_ip: str = "127.0.0.1") -> None:
+        loop = asyncio.get_running_loop()
+        self._upstream, _ = await loop.create_datagram_endpoint(
+            lambda: _Datagrams(lambda d, s: self._receive(d, s, "udp")),
+            local_addr=(source_ip, 0))
+        if self.address is not None:
+            self._listen, _ = await loop.create_datagram_endpoint(
+                lambda: _Datagrams(lambda d, s: self._receive(d, s, "udp")),
+                local_addr=self.address)
+            self._tcp_server = await asyncio.start_server(
+                self._on_client_stream, *self.address, reuse_address=True)
+
+    def close(self) -> None:
+        for t in (self._upstream, self._listen):
+            if t is not None:
+                t.close()
+        if self._tcp_server is not None:
+            self._tcp_server.close()
+        if self._timer is not None:
+            self._timer.cancel()
+
+    # -- plumbing ------------------------------------------------------------------
+
+    def _receive(self, data: bytes, src: Address, transport: str) -> None:
+        self.resolver.receive(data, src, asyncio.get_running_loop().time(), transport)  # type: ignore[arg-type]
+        self._pump()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.resolver.on_timer(asyncio.get_running_loop().time())
+        self._pump()
+
+    def _pump(self) -> None:
+        """Send what the resolver wants sent, collect results, re-arm the timer."""
+        loop = asyncio.get_running_loop()
+        for out in self.resolver.to_send():
+            self._transmit(out)
+        done = self.resolver.pop_results()
+        if done:
+            self.results.extend(done)
+            for fut in self._waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            self._waiters.clear()
+        when = self.resolver.next_timer()
+        if self._timer is not None and (when is None or self._timer.when() != when):
+            self._timer.cancel()
+            self._timer = None
+        if when is not None and self._timer is None:
+            self._timer = loop.call_at(when, self._on_timer)
+
+    def _transmit(self, out: Outgoing) -> None:
+        if out.transport == "udp":
+            sock = self._listen if out.reply else self._upstream
+            if sock is not None:
+                sock.sendto(out.data, out.dst)
+        elif out.reply:
+            writer = self._clients.get(out.dst)
+            if writer is not None and not writer.is_closing():
+                writer.write(len(out.data).to_bytes(2, "big") + out.data)
+        else:
+            task = asyncio.get_running_loop().create_task(self._tcp_exchange(out))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _tcp_exchange(self, out: Outgoing) -> None:
+        """One query over a fresh TCP connection (after a truncated UDP answer)."""
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*out.dst),
+                                                    TCP_IDLE_TIMEOUT)
+        except (OSError, TimeoutError):
+            return  # the resolver's own timer covers the loss
+        try:
+            writer.write(len(out.data).to_bytes(2, "big") + out.data)
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readexactly(2), TCP_IDLE_TIMEOUT)
+            data = await asyncio.wait_for(reader.readexactly(int.from_bytes(head, "big")),
+                                          TCP_IDLE_TIMEOUT)
+            self._receive(data, out.dst, "tcp")
+        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def _on_client_stream(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        peer = writer.get_extra_info("peername")[:2]
+        self._clients[peer] = writer
+
+        def handle(data: bytes, src: Address) -> None:
+            self._receive(data, src, "tcp")
+            return None  # replies are written by _transmit when the walk completes
+
+        try:
+            await _serve_tcp_stream(reader, writer, handle)
+        finally:
+            self._clients.pop(peer, None)
+
+    # -- API -------------------------------------------------------------------------
+
+    async def discover(self, request: Discovery) -> DiscoveryResult:
+        """Run one discovery to completion and return its result."""
+        return await self._run(lambda now: self.resolver.discover(request, now))
+
+    async def warm(self, service: str) -> DiscoveryResult:
+        return await self._run(lambda now: self.resolver.warm(service, now))
+
+    async def _run(self, start: Callable[[float], None]) -> DiscoveryResult:
+        loop = asyncio.get_running_loop()
+        before = len(self.results)
+        start(loop.time())
+        self._pump()
+        while len(self.results) == before:
+            fut = loop.create_future()
+            self._waiters.append(fut)
+            await fut
+        return self.results[before]
+
+
+@dataclass
+class LiveHierarchy:
+    """All servers of a hierarchy on one port, plus a resolver serving stub clients."""
+
+    hierarchy: Hierarchy
+    port: int = DEFAULT_PORT
+    resolver_address: str = DEFAULT_RESOLVER_ADDRESS
+    resolver_seed: int = 0
+    endpoints: list[ServerEndpoint] = field(default_factory=list)
+    resolver: ResolverEndpoint | None = None
+
+    async def start(self) -> None:
+        raise_fd_limit()
+        for address, server in self.hierarchy.servers.items():
+            endpoint = ServerEndpoint(server, (address, self.port))
+            await endpoint.start()
+            self.endpoints.append(endpoint)
+        config = ResolverConfig(dns_port=self.port)
+        node = self.hierarchy.resolver(seed=self.resolver_seed, config=config)
+        self.resolver = ResolverEndpoint(node, (self.resolver_address, self.port))
+        await self.resolver.start(source_ip=self.resolver_address)
+
+    def close(self) -> None:
+        for endpoint in self.endpoints:
+            endpoint.close()
+        if self.resolver is not None:
+            self.resolver.close()
+
+    def manifest(self) -> dict:
+        servers = [{**m, "port": self.port} for m in self.hierarchy.manifest]
+        return {
+            "port": self.port,
+            "option_code": self.hierarchy.option_code,
+            "root_hints": self.hierarchy.root_hints,
+            "resolver": {"role": "resolver", "address": self.resolver_address,
+                         "port": self.port},
+            "servers": servers,
+            "namespace": self.hierarchy.namespace.origin,
+        }
+
+    def write_manifest(self, path: str | Path) -> None:
+        """Write the manifest atomically (temp file + rename)."""
+        path = Path(path)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.manifest(), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
