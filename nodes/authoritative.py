@@ -14,29 +14,31 @@ NS hosts, referrals below delegations, NXDOMAIN/NODATA with SOA, AA set on its o
 
 Responses that do not fit the requester's UDP size go out truncated (TC, empty sections);
 the same server answers the retry over TCP. A peer's malformed input is answered with
-FORMERR when the header can be read and dropped otherwise; both are counted.
+FORMERR when the header can be read and dropped otherwise; both are counted. Replies are
+built by :mod:`nodes.codec` from records prepared at zone load; a bounded packet cache
+(keyed on the query bytes after the ID) answers repeated queries.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import struct
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from dnslib import NS as NSData
-from dnslib import (
-    QTYPE,
-    RCODE,
-    RR,
-    SOA,
-    SRV,
-    TXT,
-    A,
-    DNSHeader,
-    DNSQuestion,
-    DNSRecord,
-)
+import numpy as np
 
+from nodes.codec import (
+    FormatError,
+    QueryView,
+    Rec,
+    ReplyBuilder,
+    character_strings,
+    opt_bytes,
+    parse_query,
+    view_from_dnslib,
+)
 from nodes.scoring import BM25Scorer, ScoreIndex, Scorer, top_k
 from nodes.wire import (
     CLASSIC_UDP_SIZE,
@@ -45,17 +47,16 @@ from nodes.wire import (
     MAX_MESSAGE_SIZE,
     Intent,
     IntentError,
-    find_opt,
-    get_intent,
     is_subdomain,
     normalise,
-    opt_record,
     parse_tool_name,
-    requester_udp_size,
 )
 from nodes.zone import Address, Delegation, ToolRecord, ZoneData
 
+A, NS, SOA, TXT, SRV, ANY = 1, 2, 6, 16, 33, 255
+NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED = 0, 1, 2, 3, 4, 5
 BADVERS = 16  # RFC 6891 extended RCODE
+ANSWER, AUTHORITY, ADDITIONAL = 1, 2, 3
 
 
 def txt_strings(text: str) -> list[bytes]:
@@ -65,7 +66,7 @@ def txt_strings(text: str) -> list[bytes]:
 
 
 def child_hint(child: Delegation) -> list[bytes]:
-    """TXT strings describing a delegated child: summary, services and owning org."""
+    """TXT strings describing a delegated child: summary, services, kind, owning org."""
     parts = txt_strings("summary=" + child.summary)
     parts.append(("services=" + ",".join(sorted(child.services))).encode())
     parts.append(b"kind=leaf" if child.leaf else b"kind=branch")
@@ -74,16 +75,60 @@ def child_hint(child: Delegation) -> list[bytes]:
     return parts
 
 
+def _a(owner: str, address: str, ttl: int) -> Rec:
+    return Rec(owner, A, ttl, (ipaddress.IPv4Address(address).packed,))
+
+
+def _srv(owner: str, tool: ToolRecord, ttl: int) -> Rec:
+    fixed = struct.pack("!HHH", tool.priority, tool.weight, tool.port)
+    return Rec(owner, SRV, ttl, (fixed, normalise(tool.target)))
+
+
+def _txt(owner: str, strings: list[bytes], ttl: int) -> Rec:
+    return Rec(owner, TXT, ttl, (character_strings(strings),))
+
+
+@dataclass
+class _Reply:
+    rcode: int
+    aa: bool = False
+    answer: list[Rec] = field(default_factory=list)
+    authority: list[Rec] = field(default_factory=list)
+    additional: list[Rec] = field(default_factory=list)
+    ext_rcode: int = 0
+    required: int = 0  # leading additional records that must fit (in-domain glue, RFC 9471)
+
+
+@dataclass
+class _Child:
+    data: Delegation
+    ns: list[Rec]
+    glue: list[Rec]
+    hint: Rec
+
+
+@dataclass
+class _Tools:
+    """A leaf's tools of one service, with their prepared records and score index."""
+
+    srv: list[Rec]  # owner "" = the query name
+    a: list[Rec]
+    index: ScoreIndex
+
+
 @dataclass
 class _ZoneState:
-    """A zone plus the lookup tables and lazily built score indexes a server keeps for it."""
+    """A zone plus its lookup tables and lazily built score indexes."""
 
     data: ZoneData
-    records: dict[str, dict[int, list[RR]]]
+    records: dict[str, dict[int, list[Rec]]]
     names: set[str]  # every name existing in the zone, empty non-terminals included
     cuts: dict[str, Delegation]
+    children: list[_Child]
+    negative_soa: Rec
     child_index: ScoreIndex | None = None
-    tool_index: dict[str, tuple[list[ToolRecord], ScoreIndex]] = field(default_factory=dict)
+    eligible: dict[str, np.ndarray] = field(default_factory=dict)
+    tools: dict[str, _Tools] = field(default_factory=dict)
 
 
 @dataclass
@@ -97,7 +142,7 @@ class ServerStats:
 
 
 class AuthoritativeServer:
-    """Serves one or more ToolDNS zones; stateless per message apart from its counters."""
+    """Serves one or more ToolDNS zones; stateless per message apart from counters/cache."""
 
     def __init__(
         self,
@@ -106,12 +151,16 @@ class AuthoritativeServer:
         option_code: int = DEFAULT_OPTION_CODE,
         max_udp_size: int = DEFAULT_EDNS_SIZE,
         name: str = "auth",
+        packet_cache: int = 4096,
     ) -> None:
         self.name = name
         self.scorer = scorer or BM25Scorer()
         self.option_code = option_code
         self.max_udp_size = max_udp_size
         self.stats = ServerStats()
+        self.packet_cache_size = packet_cache
+        self._cache: dict[bytes, tuple[bytes, str]] = {}
+        self._opt = opt_bytes(max_udp_size)
         self._zones: dict[str, _ZoneState] = {}
         for zone in zones:
             self.add_zone(zone)
@@ -119,8 +168,9 @@ class AuthoritativeServer:
     # ------------------------------------------------------------------ zone data
 
     def add_zone(self, zone: ZoneData) -> None:
-        """Load (or replace) a zone; its score indexes are rebuilt on first use."""
+        """Load (or replace) a zone; the next query sees it (no global index)."""
         self._zones[normalise(zone.name)] = _build_state(zone)
+        self._cache.clear()
 
     @property
     def zones(self) -> list[str]:
@@ -128,12 +178,14 @@ class AuthoritativeServer:
 
     def _find_zone(self, name: str) -> _ZoneState | None:
         """Closest enclosing zone this server is authoritative for."""
+        if name in self._zones:
+            return self._zones[name]
         labels = name.rstrip(".").split(".") if name != "." else []
-        for i in range(len(labels) + 1):
-            candidate = ".".join(labels[i:]) + "." if i < len(labels) else "."
-            if candidate in self._zones:
-                return self._zones[candidate]
-        return None
+        for i in range(1, len(labels)):
+            state = self._zones.get(".".join(labels[i:]) + ".")
+            if state is not None:
+                return state
+        return self._zones.get(".")
 
     # ------------------------------------------------------------------ entry point
 
@@ -141,264 +193,249 @@ class AuthoritativeServer:
         self, wire: bytes, src: Address, now: float, transport: str = "udp"
     ) -> bytes | None:
         """Answer one message. Never raises on peer input; returns None to drop."""
-        self.stats.counts[f"rx_{transport}"] += 1
-        try:
-            query = DNSRecord.parse(wire)
-        except Exception:
-            return self._formerr_raw(wire)
-        if query.header.qr:
-            self.stats.counts["dropped_response"] += 1
+        counts = self.stats.counts
+        counts["rx_" + transport] += 1
+        wire = bytes(wire)
+        key = None
+        if self.packet_cache_size:
+            key = wire[2:] + (b"T" if transport == "tcp" else b"U")
+            hit = self._cache.get(key)
+            if hit is not None:
+                counts["packet_cache_hit"] += 1
+                counts[hit[1]] += 1
+                counts["tx_bytes"] += len(hit[0])
+                return wire[:2] + hit[0][2:]
+        view = parse_query(wire)
+        if view is None:
+            try:
+                view = view_from_dnslib(wire)
+            except FormatError:
+                return self._formerr_raw(wire)
+        if view.qr:
+            counts["dropped_response"] += 1
             return None
         try:
-            reply = self._answer(query)
+            kind, reply = self._answer(view)
         except Exception:  # our bug, not the peer's: answer SERVFAIL and count it loudly
-            self.stats.counts["internal_error"] += 1
-            reply = _reply(query, RCODE.SERVFAIL)
-        return self._fit(query, reply, transport)
+            kind, reply = "internal_error", _Reply(SERVFAIL)
+        counts[kind] += 1
+        out = self._fit(view, reply, transport)
+        counts["tx_bytes"] += len(out)
+        if key is not None and kind != "internal_error":
+            if len(self._cache) >= self.packet_cache_size:
+                del self._cache[next(iter(self._cache))]
+            self._cache[key] = (out, kind)
+        return out
 
     def _formerr_raw(self, wire: bytes) -> bytes | None:
         if len(wire) < 12 or wire[2] & 0x80:  # no header, or a (garbled) response: drop
             self.stats.counts["dropped_malformed"] += 1
             return None
         self.stats.counts["formerr"] += 1
-        header = DNSHeader(id=int.from_bytes(wire[:2], "big"), qr=1, rcode=RCODE.FORMERR)
-        header.opcode = (wire[2] >> 3) & 0xF
-        return DNSRecord(header).pack()
+        flags = 0x8000 | (wire[2] & 0x78) << 8 | FORMERR
+        return wire[:2] + struct.pack("!HHHHH", flags, 0, 0, 0, 0)
 
     # ------------------------------------------------------------------ answering
 
-    def _answer(self, query: DNSRecord) -> DNSRecord:
-        hdr = query.header
-        if hdr.opcode != 0:
-            self.stats.counts["notimp"] += 1
-            return _reply(query, RCODE.NOTIMP)
-        if len(query.questions) != 1:
-            self.stats.counts["formerr"] += 1
-            return _reply(query, RCODE.FORMERR)
-        opt = find_opt(query)
-        if opt is not None and (opt.ttl >> 16) & 0xFF != 0:  # EDNS version > 0
-            self.stats.counts["badvers"] += 1
-            reply = _reply(query, 0)
-            reply.add_ar(opt_record(None, self.option_code, self.max_udp_size))
-            reply.ar[-1].ttl = (BADVERS >> 4) << 24
-            return reply
-        try:
-            intent = get_intent(query, self.option_code)
-        except IntentError:
-            self.stats.counts["formerr_intent"] += 1
-            return _reply(query, RCODE.FORMERR)
-        q = query.q
+    def _answer(self, q: QueryView) -> tuple[str, _Reply]:
+        if q.opcode != 0:
+            return "notimp", _Reply(NOTIMP)
+        if q.qdcount != 1:
+            return "formerr", _Reply(FORMERR)
+        if q.opt_udp is not None and (q.opt_ttl >> 16) & 0xFF != 0:  # EDNS version > 0
+            return "badvers", _Reply(BADVERS & 0xF, ext_rcode=BADVERS >> 4)
+        intent = None
+        data = q.option(self.option_code)
+        if data is not None:
+            try:
+                intent = Intent.decode(data)
+            except IntentError:
+                return "formerr_intent", _Reply(FORMERR)
         if q.qclass != 1:
-            self.stats.counts["refused"] += 1
-            return _reply(query, RCODE.REFUSED)
-        qname = normalise(q.qname)
-        tq = parse_tool_name(qname)
+            return "refused", _Reply(REFUSED)
+        qname = q.qname
+        tq = parse_tool_name(qname) if qname.startswith("_") else None
         # A cursor points at a zone; any other name is looked up as itself.
         target = tq.zone if tq is not None and tq.cursor and intent is not None else qname
         state = self._find_zone(target)
         if state is None:
-            self.stats.counts["refused"] += 1
-            return _reply(query, RCODE.REFUSED)
+            return "refused", _Reply(REFUSED)
         cut = _delegation_for(state, target)
         if cut is not None:
-            self.stats.counts["referral"] += 1
-            return self._referral(query, state, [cut], hints=False)
-        if intent is not None and tq is not None and q.qtype in (QTYPE.SRV, QTYPE.ANY):
+            return "referral", self._referral(state, [cut], hints=False)
+        if intent is not None and tq is not None and q.qtype in (SRV, ANY):
             if tq.cursor and target == state.data.name:
-                self.stats.counts["semantic"] += 1
-                return self._semantic(query, state, tq.service, tq.proto, intent)
+                return "semantic", self._semantic(state, tq.service, tq.proto, intent)
             if not tq.cursor and tq.zone == state.data.name and state.data.is_leaf:
-                self.stats.counts["semantic"] += 1
-                return self._tools_answer(query, state, tq.service, tq.proto, intent)
-        self.stats.counts["standard"] += 1
-        return self._standard(query, state, qname, q.qtype)
+                return "semantic", self._tools_answer(state, tq.service, tq.proto, intent)
+        return self._standard(state, qname, q.qtype)
 
-    def _semantic(
-        self, query: DNSRecord, state: _ZoneState, service: str, proto: str, intent: Intent
-    ) -> DNSRecord:
-        zone = state.data
-        if zone.is_leaf:
-            return self._tools_answer(query, state, service, proto, intent)
+    def _semantic(self, state: _ZoneState, service: str, proto: str, intent: Intent) -> _Reply:
+        if state.data.is_leaf:
+            return self._tools_answer(state, service, proto, intent)
         if state.child_index is None:
-            keys = [c.zone for c in zone.children]
-            state.child_index = self.scorer.index(keys, [c.summary for c in zone.children])
-        scores = state.child_index.scores(intent.text)
-        eligible = [service in c.services for c in zone.children]
-        chosen = [zone.children[i] for i in top_k(scores, intent.k, eligible)]
+            kids = state.data.children
+            state.child_index = self.scorer.index([c.zone for c in kids], [c.summary for c in kids])
+        eligible = state.eligible.get(service)
+        if eligible is None:
+            eligible = np.array([i for i, c in enumerate(state.data.children)
+                                 if service in c.services], dtype=np.int64)
+            state.eligible[service] = eligible
+        chosen = top_k(state.child_index.scores(intent.text), intent.k, eligible)
         if not chosen:
-            return self._nodata(query, state)
-        return self._referral(query, state, chosen, hints=intent.k == 0)
+            return self._negative(state, NOERROR)
+        return self._referral(state, [state.data.children[i] for i in chosen],
+                              hints=intent.k == 0, states=[state.children[i] for i in chosen])
 
-    def _tools_answer(
-        self, query: DNSRecord, state: _ZoneState, service: str, proto: str, intent: Intent
-    ) -> DNSRecord:
+    def _tools_answer(self, state: _ZoneState, service: str, proto: str, intent: Intent) -> _Reply:
         key = f"{service}/{proto}"
-        if key not in state.tool_index:
-            tools = [t for t in state.data.tools if t.service == service and t.proto == proto]
-            index = self.scorer.index([t.tool_id for t in tools], [_tool_text(t) for t in tools])
-            state.tool_index[key] = (tools, index)
-        tools, index = state.tool_index[key]
-        if not tools:
-            return self._nodata(query, state)
-        chosen = [tools[i] for i in top_k(index.scores(intent.text), intent.k)]
-        reply = _reply(query, RCODE.NOERROR, aa=True)
-        owner = query.q.qname
-        ttls = state.data.ttls
-        for tool in chosen:
-            reply.add_answer(_srv_rr(owner, tool, ttls.srv))
-        for tool in chosen:
-            reply.add_ar(RR(tool.target, QTYPE.A, ttl=ttls.a, rdata=A(tool.address)))
-        return reply
+        tools = state.tools.get(key)
+        if tools is None:
+            chosen_tools = [t for t in state.data.tools
+                            if t.service == service and t.proto == proto]
+            ttls = state.data.ttls
+            tools = _Tools(
+                srv=[_srv("", t, ttls.srv) for t in chosen_tools],
+                a=[_a(normalise(t.target), t.address, ttls.a) for t in chosen_tools],
+                index=self.scorer.index([t.tool_id for t in chosen_tools],
+                                        [f"{t.name} {t.description}" for t in chosen_tools]),
+            )
+            state.tools[key] = tools
+        if not tools.srv:
+            return self._negative(state, NOERROR)
+        chosen = top_k(tools.index.scores(intent.text), intent.k)
+        return _Reply(NOERROR, aa=True, answer=[tools.srv[i] for i in chosen],
+                      additional=[tools.a[i] for i in chosen])
 
     def _referral(
-        self, query: DNSRecord, state: _ZoneState, children: Sequence[Delegation], hints: bool
-    ) -> DNSRecord:
-        reply = _reply(query, RCODE.NOERROR)
-        ttl = state.data.ttls.ns
-        for child in children:
-            for server in child.servers:
-                reply.add_auth(RR(child.zone, QTYPE.NS, ttl=ttl, rdata=NSData(server.host)))
-        for child in children:
-            for server in child.servers:
-                if is_subdomain(server.host, child.zone):  # glue only where it is needed
-                    reply.add_ar(RR(server.host, QTYPE.A, ttl=ttl, rdata=A(server.address)))
-        if hints:
-            for child in children:
-                reply.add_ar(RR(child.zone, QTYPE.TXT, ttl=ttl, rdata=TXT(child_hint(child))))
+        self, state: _ZoneState, children: Sequence[Delegation], hints: bool,
+        states: Sequence[_Child] | None = None,
+    ) -> _Reply:
+        if states is None:
+            by_zone = {c.data.zone: c for c in state.children}
+            states = [by_zone[c.zone] for c in children]
+        reply = _Reply(NOERROR)
+        for child in states:
+            reply.authority.extend(child.ns)
+        for child in states:
+            reply.additional.extend(child.glue)
+        if hints:  # K = 0 asks for the summaries: they are not optional here
+            reply.additional.extend(child.hint for child in states)
+        reply.required = len(reply.additional)
         return reply
 
-    def _standard(self, query: DNSRecord, state: _ZoneState, qname: str, qtype: int) -> DNSRecord:
+    def _standard(self, state: _ZoneState, qname: str, qtype: int) -> tuple[str, _Reply]:
         node = state.records.get(qname)
         if node is None and qname not in state.names:
-            self.stats.counts["nxdomain"] += 1
-            return self._negative(query, state, RCODE.NXDOMAIN)
+            return "nxdomain", self._negative(state, NXDOMAIN)
         node = node or {}
-        rrs = [rr for rrs in node.values() for rr in rrs] if qtype == QTYPE.ANY else node.get(qtype)
+        rrs = [r for rs in node.values() for r in rs] if qtype == ANY else node.get(qtype)
         if not rrs:
-            return self._nodata(query, state)
-        reply = _reply(query, RCODE.NOERROR, aa=True)
-        for rr in rrs:
-            reply.add_answer(rr)
-        if qtype in (QTYPE.SRV, QTYPE.NS):  # additional-section processing (RFC 1034 §4.3.2)
-            for rr in rrs:
-                host = rr.rdata.target if qtype == QTYPE.SRV else rr.rdata.label
-                for glue in state.records.get(normalise(host), {}).get(QTYPE.A, []):
-                    reply.add_ar(glue)
-        return reply
+            return "nodata", self._negative(state, NOERROR)
+        reply = _Reply(NOERROR, aa=True, answer=list(rrs))
+        if qtype in (SRV, NS):  # additional-section processing (RFC 1034 §4.3.2)
+            for rec in rrs:
+                reply.additional.extend(state.records.get(rec.rdata[-1], {}).get(A, ()))
+        return "standard", reply
 
-    def _nodata(self, query: DNSRecord, state: _ZoneState) -> DNSRecord:
-        self.stats.counts["nodata"] += 1
-        return self._negative(query, state, RCODE.NOERROR)
-
-    def _negative(self, query: DNSRecord, state: _ZoneState, rcode: int) -> DNSRecord:
-        reply = _reply(query, rcode, aa=True)
-        soa = state.records[state.data.name][QTYPE.SOA][0]
-        neg = RR(soa.rname, QTYPE.SOA, ttl=min(soa.ttl, state.data.ttls.negative), rdata=soa.rdata)
-        reply.add_auth(neg)
-        return reply
+    def _negative(self, state: _ZoneState, rcode: int) -> _Reply:
+        return _Reply(rcode, aa=True, authority=[state.negative_soa])
 
     # ------------------------------------------------------------------ size limits
 
-    def _fit(self, query: DNSRecord, reply: DNSRecord, transport: str) -> bytes:
-        """Pack, attaching OPT when the query had one, and enforce the size limit."""
-        edns = find_opt(query) is not None
-        if edns and find_opt(reply) is None:
-            reply.add_ar(opt_record(None, self.option_code, self.max_udp_size))
-        if transport == "udp":
-            limit = min(requester_udp_size(query), self.max_udp_size) if edns else CLASSIC_UDP_SIZE
-        else:
+    def _fit(self, q: QueryView, reply: _Reply, transport: str) -> bytes:
+        """Encode, attaching OPT when the query had one, and enforce the size limit."""
+        edns = q.opt_udp is not None
+        opt = opt_bytes(self.max_udp_size, reply.ext_rcode) if reply.ext_rcode else self._opt
+        if transport != "udp":
             limit = MAX_MESSAGE_SIZE
-        wire = reply.pack()
-        if len(wire) <= limit:
-            self.stats.counts["tx_bytes"] += len(wire)
-            return wire
-        self.stats.counts[f"truncated_{transport}"] += 1
-        opt = find_opt(reply)
-        if transport == "udp":  # TC with empty sections: the client retries over TCP
-            reply.rr, reply.auth, reply.ar = [], [], [opt] if opt else []
-        else:  # over TCP drop optional additional data first, then records from the end
-            reply.ar = [opt] if opt else []
-            while len(reply.pack()) > limit and (reply.rr or reply.auth):
-                (reply.rr or reply.auth).pop()
-        reply.header.tc = 1
-        wire = reply.pack()
-        self.stats.counts["tx_bytes"] += len(wire)
-        return wire
+        elif edns:
+            limit = min(max(CLASSIC_UDP_SIZE, q.opt_udp or 0), self.max_udp_size)
+        else:
+            limit = CLASSIC_UDP_SIZE
+        room = limit - (len(opt) if edns else 0)
+        flags = 0x8000 | (q.flags & 0x7900) | (0x0400 if reply.aa else 0) | (reply.rcode & 0xF)
+        qname = q.qname if q.simple_name else ""
+        b = ReplyBuilder(q.id, flags, q.question, qname, q.simple_name)
+        truncated = False
+        for section, recs in ((ANSWER, reply.answer), (AUTHORITY, reply.authority),
+                              (ADDITIONAL, reply.additional)):
+            for i, rec in enumerate(recs):
+                mark = len(b.buf)
+                b.add(section, rec)
+                if len(b.buf) > room:
+                    del b.buf[mark:]
+                    b.counts[section] -= 1
+                    # optional additional data may simply be left out (RFC 2181 §9)
+                    truncated = section != ADDITIONAL or i < reply.required
+                    break
+            if truncated or len(b.buf) >= room:
+                break
+        if truncated:
+            self.stats.counts["truncated_" + transport] += 1
+            if transport == "udp":  # TC with empty sections: the client retries over TCP
+                b = ReplyBuilder(q.id, flags | 0x0200, q.question, qname, q.simple_name)
+            else:
+                b.buf[2] |= 0x02
+        if edns:
+            b.add_raw(ADDITIONAL, opt)
+        return b.finish()
 
 
 # ---------------------------------------------------------------------- helpers
 
 
-def _reply(query: DNSRecord, rcode: int, aa: bool = False) -> DNSRecord:
-    header = DNSHeader(
-        id=query.header.id, qr=1, aa=int(aa), rd=query.header.rd, ra=0, rcode=rcode & 0xF
-    )
-    header.opcode = query.header.opcode
-    reply = DNSRecord(header)
-    for q in query.questions[:1]:
-        reply.add_question(DNSQuestion(q.qname, q.qtype, q.qclass))
-    return reply
-
-
-def _tool_text(tool: ToolRecord) -> str:
-    return f"{tool.name} {tool.description}"
-
-
-def _srv_rr(owner: object, tool: ToolRecord, ttl: int) -> RR:
-    rdata = SRV(priority=tool.priority, weight=tool.weight, port=tool.port, target=tool.target)
-    return RR(owner, QTYPE.SRV, ttl=ttl, rdata=rdata)
-
-
 def _delegation_for(state: _ZoneState, name: str) -> Delegation | None:
     """The delegated child at or above ``name`` inside this zone, if any."""
-    if name == state.data.name:
+    if name == state.data.name or not state.cuts:
         return None
     labels = name.rstrip(".").split(".")
     zone_depth = len(state.data.name.rstrip(".").split(".")) if state.data.name != "." else 0
     for i in range(len(labels) - zone_depth - 1, -1, -1):  # shortest candidate first
-        candidate = ".".join(labels[i:]) + "."
-        if candidate in state.cuts:
-            return state.cuts[candidate]
+        cut = state.cuts.get(".".join(labels[i:]) + ".")
+        if cut is not None:
+            return cut
     return None
 
 
 def _build_state(zone: ZoneData) -> _ZoneState:
-    """Static record tables for standard (non-semantic) lookups."""
+    """Records prepared once for standard lookups, referrals and negative answers."""
     name = normalise(zone.name)
-    zone = ZoneData(**{**zone.__dict__, "name": name}) if name != zone.name else zone
     ttls = zone.ttls
-    records: dict[str, dict[int, list[RR]]] = {}
+    records: dict[str, dict[int, list[Rec]]] = {}
 
-    def add(owner: str, rtype: int, rdata: object, ttl: int) -> None:
-        owner = normalise(owner)
-        records.setdefault(owner, {}).setdefault(rtype, []).append(
-            RR(owner, rtype, ttl=ttl, rdata=rdata)
-        )
+    def add(rec: Rec) -> None:
+        records.setdefault(rec.owner, {}).setdefault(rec.rtype, []).append(rec)
 
-    primary = zone.servers[0].host if zone.servers else f"ns1.{name}"
+    primary = normalise(zone.servers[0].host) if zone.servers else f"ns1.{name}"
     hostmaster = "hostmaster." + (name if name != "." else "invalid.")
-    add(name, QTYPE.SOA, SOA(primary, hostmaster, (zone.serial, 3600, 600, 604800, ttls.negative)),
-        ttls.soa)
+    fixed = struct.pack("!IIIII", zone.serial, 3600, 600, 604800, ttls.negative)
+    soa = Rec(name, SOA, ttls.soa, (primary, hostmaster, fixed))
+    add(soa)
     for server in zone.servers:
-        add(name, QTYPE.NS, NSData(server.host), ttls.ns)
-        if is_subdomain(server.host, name):
-            add(server.host, QTYPE.A, A(server.address), ttls.ns)
+        host = normalise(server.host)
+        add(Rec(name, NS, ttls.ns, (host,)))
+        if is_subdomain(host, name):
+            add(_a(host, server.address, ttls.ns))
     if zone.summary:
-        add(name, QTYPE.TXT, TXT(txt_strings("summary=" + zone.summary)), ttls.ns)
+        add(_txt(name, txt_strings("summary=" + zone.summary), ttls.ns))
     cuts: dict[str, Delegation] = {}
+    children = []
     for child in zone.children:
-        cuts[normalise(child.zone)] = child
-        for server in child.servers:  # glue, served only as additional data in referrals
-            if is_subdomain(server.host, child.zone):
-                records.setdefault(normalise(server.host), {})
+        cz = normalise(child.zone)
+        cuts[cz] = child
+        hosts = [normalise(s.host) for s in child.servers]
+        children.append(_Child(
+            data=child,
+            ns=[Rec(cz, NS, ttls.ns, (h,)) for h in hosts],
+            glue=[_a(h, s.address, ttls.ns) for h, s in zip(hosts, child.servers, strict=True)
+                  if is_subdomain(h, cz)],  # glue only where it is needed
+            hint=_txt(cz, child_hint(child), ttls.ns),
+        ))
     for tool in zone.tools:
-        add(f"_{tool.service}._{tool.proto}.{name}", QTYPE.SRV,
-            SRV(priority=tool.priority, weight=tool.weight, port=tool.port, target=tool.target),
-            ttls.srv)
-        add(tool.target, QTYPE.A, A(tool.address), ttls.a)
-        add(tool.target, QTYPE.TXT, TXT(txt_strings(tool.description)), ttls.srv)
-    # glue owners live below cuts and are not this zone's data
-    records = {k: v for k, v in records.items() if v}
+        add(_srv(f"_{tool.service}._{tool.proto}.{name}", tool, ttls.srv))
+        add(_a(normalise(tool.target), tool.address, ttls.a))
+        add(_txt(normalise(tool.target), txt_strings(tool.description), ttls.srv))
     names: set[str] = set()
     for owner in records:
         labels = owner.rstrip(".").split(".")
@@ -407,4 +444,7 @@ def _build_state(zone: ZoneData) -> _ZoneState:
             if not is_subdomain(candidate, name):
                 break
             names.add(candidate)
-    return _ZoneState(data=zone, records=records, names=names, cuts=cuts)
+    negative = Rec(name, SOA, min(ttls.soa, ttls.negative), soa.rdata)
+    data = zone if zone.name == name else ZoneData(**{**zone.__dict__, "name": name})
+    return _ZoneState(data=data, records=records, names=names, cuts=cuts, children=children,
+                      negative_soa=negative)

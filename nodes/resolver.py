@@ -374,7 +374,7 @@ class RecursiveResolver:
         step = pending.step
         if step is not None:
             step.rtt, step.bytes_in = rtt, size
-            step.outcome = RCODE[msg.header.rcode] + (" TC" if msg.header.tc else "")
+            step.outcome = _rcode_text(msg.header.rcode) + (" TC" if msg.header.tc else "")
         if msg.header.tc and transport == "udp":
             self.stats["truncated"] += 1
             if pending.task.result is not None:
@@ -478,7 +478,7 @@ class RecursiveResolver:
         else:
             index = cached[1]
         scores = index.scores(intent.text) if children else []
-        eligible = [service in c.services for c in children]
+        eligible = [i for i, c in enumerate(children) if service in c.services]
         return [children[i].zone for i in top_k(scores, intent.k, eligible)]
 
     def _is_leaf(self, zone: str, service: str) -> bool:
@@ -503,15 +503,15 @@ class RecursiveResolver:
         beam = max(1, req.beam or self.config.beam)
         key = (req.service, req.proto, req.intent, req.k)
         start = normalise(req.start)
-        branches = [start]
+        branches = [(start, beam)]  # (zone, share of the beam width it may still use)
         leaf_results: dict[str, list[Endpoint]] = {}
         leaf_order: list[str] = []
         for _ in range(self.config.max_rounds):
             asks: list[Ask] = []
-            asked: list[tuple[str, str]] = []  # (branch zone, bailiwick asked)
-            next_branches: list[str] = []
+            asked: list[tuple[str, str, int]] = []  # (branch zone, bailiwick asked, width)
+            next_branches: list[tuple[str, int]] = []
             while branches:  # local steps first: caches and query mock
-                zone = branches.pop(0)
+                zone, width = branches.pop(0)
                 cached_srv = self._get(self._srv, (zone, *key))
                 if cached_srv is not None:
                     result.cache["srv_hit"] += 1
@@ -521,24 +521,24 @@ class RecursiveResolver:
                 ranked = self._get(self._referrals, (zone, *key))
                 if ranked is not None:
                     result.cache["referral_hit"] += 1
-                    branches = list(ranked)[:beam] + branches  # type: ignore[arg-type]
+                    branches = _narrow(ranked, width) + branches  # type: ignore[arg-type]
                     continue
                 if not self._is_leaf(zone, req.service):
                     mocked = self._mock(zone, req.service, intent)
                     if mocked is not None:
                         result.cache["mock_hit"] += 1
-                        branches = mocked[:beam] + branches
+                        branches = _narrow(mocked, width) + branches
                         continue
                 bailiwick, servers = self._servers_for(zone)
                 if bailiwick == zone:
                     result.cache["ns_hit"] += 1
                 asks.append(Ask(cursor_name(req.service, zone, req.proto), QTYPE.SRV,
                                 servers, intent))
-                asked.append((zone, bailiwick))
+                asked.append((zone, bailiwick, width))
             if not asks:
                 break
             replies = yield asks
-            for (zone, bailiwick), reply in zip(asked, replies, strict=True):
+            for (zone, bailiwick, width), reply in zip(asked, replies, strict=True):
                 msg = reply.msg
                 if msg is None:
                     result.error = f"{zone}: {reply.error}"
@@ -561,9 +561,9 @@ class RecursiveResolver:
                     self._put(self._referrals, (zone, *key), below, ttl)
                     if req.k == 0:
                         self._learn_hints(msg, req.service, zone, ttl)
-                    next_branches.extend(below[:beam])
+                    next_branches.extend(_narrow(below, width))
                 elif any(is_subdomain(zone, c) for c in children):  # a step towards the zone
-                    next_branches.append(zone)
+                    next_branches.append((zone, width))
                 else:
                     self.stats["bogus_referral"] += 1
                     result.error = f"{zone}: referral to {children} is out of the walk"
@@ -628,7 +628,7 @@ class RecursiveResolver:
             if msg.header.rcode == RCODE.NXDOMAIN or not any(
                 rr.rtype == QTYPE.NS for rr in msg.auth
             ):
-                result.rcode = RCODE[msg.header.rcode]
+                result.rcode = _rcode_text(msg.header.rcode)
                 soa = [rr for rr in msg.auth if rr.rtype == QTYPE.SOA]
                 if soa and msg.header.rcode == RCODE.NXDOMAIN:
                     self._put(self._negative, (qname, qtype), True, soa[0].ttl)
@@ -769,6 +769,11 @@ class RecursiveResolver:
 # ---------------------------------------------------------------------- helpers
 
 
+def _rcode_text(code: int) -> str:
+    """RCODE mnemonic; a peer may send codes dnslib has no name for (11-15)."""
+    return RCODE.get(code, f"RCODE{code}")
+
+
 def _client_reply(query: DNSRecord, rcode: int) -> DNSRecord:
     header = DNSHeader(id=query.header.id, qr=1, rd=query.header.rd, ra=1, rcode=rcode)
     reply = DNSRecord(header)
@@ -801,6 +806,13 @@ def _endpoints(msg: DNSRecord, zone: str) -> list[Endpoint]:
         out.append(Endpoint(target, glue.get(target), rr.rdata.port, rr.rdata.priority,
                             rr.rdata.weight, normalise(zone)))
     return out
+
+
+def _narrow(children: Sequence[str], width: int) -> list[tuple[str, int]]:
+    """The best ``width`` children, sharing the width so no level holds more branches."""
+    chosen = list(children)[:width]
+    return [(c, width // len(chosen) + int(i < width % len(chosen)))
+            for i, c in enumerate(chosen)]
 
 
 def _merge(results: dict[str, list[Endpoint]], order: list[str], k: int) -> list[Endpoint]:

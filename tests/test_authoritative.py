@@ -429,10 +429,10 @@ def test_oversize_udp_is_truncated_and_tcp_answers_in_full(big):
 
 def test_large_requester_buffer_still_capped_by_server(big):
     wire = query("_mcp._tcp._big.tools.", intent=Intent("", 0), udp_size=65000)
-    reply, raw = ask(big, wire)
+    reply, _ = ask(big, wire)
     assert reply.header.tc == 1
     server = AuthoritativeServer([BIG], max_udp_size=65000)
-    reply, raw = ask(server, wire)
+    reply, _ = ask(server, wire)
     assert reply.header.tc == 0
     assert len(reply.rr) == len(BIG_TOOLS)
 
