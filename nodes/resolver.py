@@ -128,6 +128,7 @@ class DiscoveryResult:
     error: str | None = None
     cache: Counter[str] = field(default_factory=Counter)
     leaves: list[str] = field(default_factory=list)
+    client: tuple[Address, int] | None = None  # stub client (address, query ID) if any
 
     @property
     def latency(self) -> float:
@@ -705,13 +706,14 @@ class RecursiveResolver:
                 and q.qtype == QTYPE.SRV):
             request = Discovery(intent=intent.text, service=tq.service, proto=tq.proto,
                                 k=intent.k, start=tq.zone)
-            result = DiscoveryResult(request=request, started=now)
+            result = DiscoveryResult(request=request, started=now, client=(src, msg.header.id))
             task = _Task(gen=self._discover(request, result), result=result,
                          client=(msg, src, transport))
         else:
             upstream = None if self.config.mode == "strip" else intent
             result = DiscoveryResult(request=Discovery(intent=intent.text if intent else "",
-                                                       start=normalise(q.qname)), started=now)
+                                                       start=normalise(q.qname)), started=now,
+                                     client=(src, msg.header.id))
             task = _Task(gen=self._plain(normalise(q.qname), q.qtype, upstream, result),
                          result=result, client=(msg, src, transport))
         self._start(task, now)

@@ -170,20 +170,31 @@ def _query_via_resolver(args: argparse.Namespace, address: str, port: int, code:
     return 0 if reply.rr else 1
 
 
-# ------------------------------------------------------------------------ quickstart
+# ------------------------------------------------------------------------ run
 
 
-def cmd_quickstart(args: argparse.Namespace) -> int:
-    from sim.quickstart import run_quickstart
+def cmd_run(args: argparse.Namespace) -> int:
+    from analysis.report import print_summary
+    from sim.runner import run_scenario
+    from sim.scenario import ScenarioError, load_scenario
 
-    run_quickstart(args, console)
+    try:
+        scenario = load_scenario(args.file)
+        result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
+                              progress=lambda m: console.print(m, style="dim"))
+    except ScenarioError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    print_summary(result.summary, console)
+    console.print(f"results written to {result.out_dir}/ (results.parquet, results.csv, "
+                  f"nodes.csv, summary.json, scenario.yaml, plots)")
     return 0
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": cmd_serve,
     "query": cmd_query,
-    "quickstart": cmd_quickstart,
+    "run": cmd_run,
 }
 
 
@@ -212,12 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=5.0)
     p.add_argument("--seed", type=int, default=0)
 
-    p = sub.add_parser("quickstart", help="compare resolver variants on a namespace in memory")
-    _add_namespace_args(p)
-    p.add_argument("--n", type=int, default=300, help="queries to replay")
-    p.add_argument("-k", type=int, default=3)
-    p.add_argument("--delay", type=float, default=0.010, help="one-way link delay (s)")
-    p.add_argument("--out", default="results/quickstart", help="output directory")
+    p = sub.add_parser("run", help="run a scenario file and compare its schemes")
+    p.add_argument("file", help="scenario YAML (see scenarios/)")
+    p.add_argument("--engine", choices=["simpy", "live"], help="override the file's engine")
+    p.add_argument("--out", help="output directory (default: results/<scenario name>)")
     return parser
 
 

@@ -57,7 +57,7 @@ TOOLS = ZoneData("tools.", (NS_TOOLS,), summary="tools", children=(
     Delegation("weather.tools.", NS_WEATHER, "weather", frozenset({"mcp", "rest"})),
     Delegation("big.tools.", NS_BIG, "big", frozenset({"mcp"}), leaf=True),
 ))
-# children deliberately listed with the best match for the intents below *not* first
+# history, the best match for most intents below, comes last: order must come from scores
 WEATHER = ZoneData("weather.tools.", NS_WEATHER, summary="weather forecasts and history",
                    children=(
     Delegation("forecast.weather.tools.", NS_FORECAST, FORECAST_SUMMARY, frozenset({"mcp"}),

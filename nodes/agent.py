@@ -1,0 +1,152 @@
+"""Transport-free client agent: sends ToolDNS stub queries to its resolver, reads answers.
+
+An agent knows only its resolver. ``ask(tag, request, now)`` queues one SRV query for the
+cursor name of ``request.start`` carrying the intent option; the reply's SRV answers and
+the A records in its additional section are the discovered endpoints. Timeouts retry over
+UDP, a TC reply is retried over TCP, and replies are validated (ID, question, source).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from dnslib import QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord
+
+from nodes.resolver import Discovery, Endpoint, Outgoing, Step, Transport
+from nodes.wire import DEFAULT_EDNS_SIZE, DEFAULT_OPTION_CODE, Intent, cursor_name, normalise
+from nodes.wire import opt_record as _opt
+from nodes.zone import Address
+
+
+@dataclass
+class StubResult:
+    """The agent's view of one discovery."""
+
+    tag: object
+    request: Discovery
+    sent: float
+    finished: float = 0.0
+    endpoints: list[Endpoint] = field(default_factory=list)
+    rcode: str = ""
+    error: str | None = None
+    steps: list[Step] = field(default_factory=list)
+    qid: int = 0  # ID of the first attempt (the resolver reports the walk under it)
+    ids: list[int] = field(default_factory=list)
+
+    @property
+    def latency(self) -> float:
+        return self.finished - self.sent
+
+
+@dataclass
+class _Pending:
+    result: StubResult
+    wire: bytes
+    qname: str
+    attempt: int
+    transport: Transport
+    deadline: float
+    step: Step
+
+
+class StubAgent:
+    """A DNS stub client speaking the ToolDNS option to one recursive resolver."""
+
+    def __init__(
+        self,
+        resolver: Address,
+        rng: random.Random,
+        option_code: int = DEFAULT_OPTION_CODE,
+        timeout: float = 5.0,
+        attempts: int = 2,
+        edns_size: int = DEFAULT_EDNS_SIZE,
+        name: str = "agent",
+    ) -> None:
+        self.resolver = resolver
+        self.rng = rng
+        self.option_code = option_code
+        self.timeout = timeout
+        self.attempts = attempts
+        self.edns_size = edns_size
+        self.name = name
+        self._pending: dict[int, _Pending] = {}
+        self._out: list[Outgoing] = []
+        self._done: list[StubResult] = []
+        self.ignored = 0
+
+    def ask(self, tag: object, request: Discovery, now: float) -> StubResult:
+        result = StubResult(tag=tag, request=request, sent=now)
+        qname = cursor_name(request.service, request.start, request.proto)
+        self._send(result, qname, 0, "udp", now)
+        result.qid = result.ids[0]
+        return result
+
+    def _send(self, result: StubResult, qname: str, attempt: int, transport: Transport,
+              now: float) -> None:
+        qid = self.rng.randrange(1, 65536)
+        while qid in self._pending:
+            qid = self.rng.randrange(1, 65536)
+        msg = DNSRecord(DNSHeader(id=qid, rd=1))
+        msg.add_question(DNSQuestion(qname, QTYPE.SRV))
+        intent = Intent(result.request.intent, k=result.request.k)
+        msg.add_ar(_opt(intent, self.option_code, self.edns_size))
+        wire = bytes(msg.pack())
+        step = Step(qname=qname, qtype="SRV", server=self.resolver, transport=transport,
+                    sent=now, rtt=None, bytes_out=len(wire), bytes_in=0, outcome="sent",
+                    with_intent=True)
+        result.steps.append(step)
+        result.ids.append(qid)
+        self._pending[qid] = _Pending(result, wire, qname, attempt, transport,
+                                      now + self.timeout, step)
+        self._out.append(Outgoing(wire, self.resolver, transport))
+
+    def to_send(self) -> list[Outgoing]:
+        out, self._out = self._out, []
+        return out
+
+    def pop_done(self) -> list[StubResult]:
+        out, self._done = self._done, []
+        return out
+
+    def next_timer(self) -> float | None:
+        return min((p.deadline for p in self._pending.values()), default=None)
+
+    def on_timer(self, now: float) -> None:
+        for qid in [q for q, p in self._pending.items() if p.deadline <= now]:
+            p = self._pending.pop(qid)
+            p.step.outcome = "timeout"
+            if p.attempt + 1 < self.attempts:
+                self._send(p.result, p.qname, p.attempt + 1, "udp", now)
+            else:
+                self._finish(p.result, now, "SERVFAIL", "timeout")
+
+    def receive(self, data: bytes, src: Address, now: float, transport: Transport = "udp") -> None:
+        try:
+            msg = DNSRecord.parse(data)
+        except Exception:
+            self.ignored += 1
+            return
+        p = self._pending.get(msg.header.id)
+        if (p is None or not msg.header.qr or src != self.resolver or transport != p.transport
+                or len(msg.questions) != 1 or normalise(msg.q.qname) != p.qname):
+            self.ignored += 1
+            return
+        del self._pending[msg.header.id]
+        p.step.rtt, p.step.bytes_in = now - p.step.sent, len(data)
+        p.step.outcome = RCODE[msg.header.rcode] + (" TC" if msg.header.tc else "")
+        if msg.header.tc and transport == "udp":
+            self._send(p.result, p.qname, p.attempt, "tcp", now)
+            return
+        addresses = {normalise(rr.rname): str(rr.rdata) for rr in msg.ar if rr.rtype == QTYPE.A}
+        p.result.endpoints = [
+            Endpoint(normalise(rr.rdata.target), addresses.get(normalise(rr.rdata.target)),
+                     rr.rdata.port, rr.rdata.priority, rr.rdata.weight,
+                     normalise(rr.rdata.target).split(".", 1)[1])
+            for rr in msg.rr if rr.rtype == QTYPE.SRV
+        ]
+        self._finish(p.result, now, RCODE[msg.header.rcode], None)
+
+    def _finish(self, result: StubResult, now: float, rcode: str, error: str | None) -> None:
+        result.finished, result.rcode, result.error = now, rcode, error
+        self._done.append(result)

@@ -1,0 +1,70 @@
+"""What every engine receives (:class:`RunPlan`) and returns (:class:`EngineOutput`).
+
+A plan is one scheme of one scenario, fully instantiated: the server nodes, the resolver
+and agent nodes with their addresses, the network path model and the jobs. Engines only
+move bytes and fire timers; they never decide anything about DNS.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nodes.agent import StubAgent, StubResult
+from nodes.resolver import DiscoveryResult, RecursiveResolver
+from sim.hierarchy import Hierarchy
+from sim.workload import Job
+
+RESOLVER_PORT = 53
+AGENT_PORT = 40000
+
+
+@dataclass
+class RunPlan:
+    scenario_name: str
+    scheme: str
+    seed: int
+    hierarchy: Hierarchy
+    resolvers: dict[str, RecursiveResolver]  # address -> node
+    agents: dict[str, StubAgent]  # address -> node
+    agent_order: list[str]  # agent index -> address
+    role_of: dict[str, str]  # address -> placement role id
+    path: object  # topologies.network.PathModel
+    jobs: list[Job]
+    requests: dict[int, object]  # job index -> nodes.resolver.Discovery
+    warm_services: tuple[str, ...] = ()
+    closed_loop: bool = False
+    server_time: float = 50e-6
+    resolver_time: float = 20e-6
+    dns_port: int = 53
+
+    def make_rng(self, salt: str) -> random.Random:
+        return random.Random(f"{self.seed}-{self.scheme}-{salt}")
+
+
+@dataclass
+class EngineOutput:
+    stubs: list[tuple[Job, StubResult]] = field(default_factory=list)
+    walks: dict[tuple[str, int], list[DiscoveryResult]] = field(default_factory=dict)
+    warmups: list[DiscoveryResult] = field(default_factory=list)
+    load: dict[str, dict[str, float]] = field(default_factory=dict)  # address -> counters
+    schedule_error: list[float] = field(default_factory=list)  # actual - scheduled send time
+    lost: int = 0
+    warm_time: float = 0.0
+    end_time: float = 0.0
+
+    def count(self, address: str, key: str, value: float = 1) -> None:
+        node = self.load.setdefault(address, {})
+        node[key] = node.get(key, 0) + value
+
+    def add_walks(self, results: list[DiscoveryResult]) -> None:
+        for r in results:
+            if r.client is None:
+                self.warmups.append(r)
+            else:
+                (ip, _port), qid = r.client
+                self.walks.setdefault((ip, qid), []).append(r)
+
+
+Engine = Callable[[RunPlan], EngineOutput]

@@ -1,0 +1,363 @@
+"""Run a scenario: build namespace, network and nodes, replay the workload per scheme on
+an engine, and turn what happened into tidy per-query records and per-node load.
+
+Records carry only what the engine observed and the namespace says; every engine returns
+the same :class:`sim.engines.EngineOutput`, so records never depend on the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nodes.agent import StubAgent, StubResult
+from nodes.resolver import Discovery, DiscoveryResult, ResolverConfig
+from nodes.zone import Ttls
+from sim.accounting import WireCost, steps_cost
+from sim.engines import RESOLVER_PORT, Engine, EngineOutput, RunPlan
+from sim.hierarchy import Hierarchy, build_hierarchy
+from sim.scenario import Scenario, ScenarioError, SchemeSpec, resolved_yaml
+from sim.workload import Job, build_jobs
+from topologies import network as net
+from topologies.namespace import Namespace, from_catalog, synthetic
+
+
+def engine_for(name: str) -> Engine:
+    """Engines by name; imported lazily so the simulation never loads asyncio code."""
+    if name == "simpy":
+        from sim.engine_simpy import run_simpy
+
+        return run_simpy
+    if name == "live":
+        from sim.engine_live import run_live
+
+        return run_live
+    raise ScenarioError(f"engine: unknown engine {name!r} (simpy | live)")
+
+
+ENGINES = ("simpy", "live")
+
+
+# ------------------------------------------------------------------------ building
+
+
+def build_namespace(sc: Scenario) -> Namespace:
+    spec = sc.namespace
+    if spec.source == "catalog":
+        assert spec.catalog is not None
+        queries = spec.queries
+        if queries is None and (Path(spec.catalog).parent / "queries.jsonl").exists():
+            queries = str(Path(spec.catalog).parent / "queries.jsonl")
+        return from_catalog(spec.catalog, queries, limit=spec.limit, protocols=spec.protocols)
+    n_queries = max(sc.workload.pool or 0, sc.workload.queries, 200)
+    return synthetic(n_tools=spec.tools, branching=spec.branching, depth=spec.depth,
+                     seed=sc.seed, n_orgs=spec.orgs, org_tools=spec.org_tools,
+                     n_queries=n_queries)
+
+
+@dataclass
+class Network:
+    """Where every node sits and how packets travel between them."""
+
+    resolvers: list[str]
+    agents: list[str]
+    agent_resolver: list[int]
+    role_of: dict[str, str]
+    path: net.PathModel
+    graph_nodes: int
+
+
+def build_network(sc: Scenario, hierarchy: Hierarchy) -> Network:
+    spec = sc.network
+    d = spec.link.delay
+    link = net.LinkSpec(delay=net.DelayModel(dist=d.dist, mean=d.mean, std=d.std,
+                                             samples=tuple(d.samples)),
+                        loss=spec.link.loss, bandwidth=spec.link.bandwidth)
+    params = dict(spec.params)
+    if spec.topology == "file":
+        params["path"] = spec.file
+    try:
+        graph = net.build_graph(spec.topology, spec.nodes, link, sc.seed, **params)
+    except (ValueError, TypeError) as exc:
+        raise ScenarioError(f"network: {exc}") from None
+    resolvers = [f"127.0.53.{i + 1}" for i in range(spec.resolvers)]
+    agents = [f"127.2.{i // 250}.{i % 250 + 1}" for i in range(spec.agents)]
+    agent_resolver = [i % len(resolvers) for i in range(len(agents))]
+    roles: list[net.Role] = []
+    role_of: dict[str, str] = {}
+    orgs = {m["address"]: m["org"] for m in hierarchy.manifest}
+    kinds = {m["address"]: m["role"] for m in hierarchy.manifest}
+    for ip in hierarchy.servers:
+        role_of[ip] = f"server:{ip}"
+        roles.append(net.Role(role_of[ip], kinds[ip], orgs[ip]))
+    for i, ip in enumerate(resolvers):
+        role_of[ip] = f"resolver:{i}"
+        roles.append(net.Role(role_of[ip], "resolver", None))
+    for i, ip in enumerate(agents):
+        role_of[ip] = f"agent:{i}"
+        roles.append(net.Role(role_of[ip], "agent", f"resolver:{agent_resolver[i]}"))
+    placement = net.place(graph, roles, sc.seed, strategy=spec.placement)
+    return Network(resolvers, agents, agent_resolver, role_of, net.PathModel(graph, placement),
+                   graph.number_of_nodes())
+
+
+def start_zone(sc: Scenario, ns: Namespace) -> str:
+    if sc.trust.policy == "open":
+        return "tools."
+    zones = sorted(z for z, node in ns.zones.items() if node.org == sc.trust.org)
+    if not zones:
+        raise ScenarioError(f"trust.org: no zone of organisation {sc.trust.org!r} in the "
+                            f"namespace")
+    return zones[0]
+
+
+def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
+              dns_port: int = 53) -> tuple[RunPlan, Network]:
+    ttls = Ttls(ns=sc.caches.ns_ttl, srv=sc.caches.srv_ttl, a=sc.caches.a_ttl,
+                negative=sc.caches.negative_ttl)
+    hierarchy = build_hierarchy(ns, replicas=sc.namespace.replicas, scorer=sc.namespace.scorer,
+                                ttls=ttls, max_udp_size=sc.namespace.max_udp_size)
+    network = build_network(sc, hierarchy)
+    config = ResolverConfig(mode=scheme.mode, beam=scheme.beam, timeout=scheme.timeout,
+                            max_attempts=scheme.max_attempts, query_mock=scheme.query_mock,
+                            cache=scheme.cache, dns_port=dns_port)
+    plan = RunPlan(
+        scenario_name=sc.name, scheme=scheme.name, seed=sc.seed, hierarchy=hierarchy,
+        resolvers={}, agents={}, agent_order=list(network.agents), role_of=network.role_of,
+        path=network.path, jobs=jobs, requests={},
+        server_time=sc.network.processing.server, resolver_time=sc.network.processing.resolver,
+        dns_port=dns_port, closed_loop=sc.workload.arrival.process == "closed",
+    )
+    for i, ip in enumerate(network.resolvers):
+        plan.resolvers[ip] = hierarchy.resolver(seed=0, config=replace(config), name=ip)
+        plan.resolvers[ip].rng = plan.make_rng(f"resolver{i}")
+    for i, ip in enumerate(network.agents):
+        resolver = (network.resolvers[network.agent_resolver[i]], RESOLVER_PORT)
+        plan.agents[ip] = StubAgent(resolver, plan.make_rng(f"agent{i}"), name=ip,
+                                    option_code=hierarchy.option_code)
+    start = start_zone(sc, ns)
+    for job in jobs:
+        plan.requests[job.index] = Discovery(job.query.text, service=job.query.service,
+                                             k=scheme.k, start=start, beam=scheme.beam)
+    if scheme.warm:
+        plan.warm_services = tuple(sorted({j.query.service for j in jobs}))
+    return plan, network
+
+
+# ------------------------------------------------------------------------ records
+
+
+def _candidates(ns: Namespace) -> dict[tuple[str, str], int]:
+    """Items a server scores for (zone, service): eligible children, or the leaf's tools."""
+    below = ns.services_below()
+    out: dict[tuple[str, str], int] = {}
+    for zone, node in ns.zones.items():
+        for service in ("mcp", "a2a", "rest", "skill"):
+            if node.children:
+                out[zone, service] = sum(service in below[c] for c in node.children)
+            else:
+                out[zone, service] = sum(ns.tools[t].service == service for t in node.tools)
+    return out
+
+
+def _walk_examined(walk: DiscoveryResult, zone_of: dict[str, str],
+                   cand: dict[tuple[str, str], int]) -> int:
+    total = 0
+    for step in walk.steps:
+        if not step.with_intent or step.rtt is None or step.qtype != "SRV":
+            continue
+        zone = zone_of.get(step.server[0])
+        if zone is not None and f"._{zone}" in f".{step.qname}":  # the cursor stands here
+            total += cand.get((zone, walk.request.service), 0)
+    return total
+
+
+def query_record(sc: Scenario, engine: str, scheme: SchemeSpec, job: Job, stub: StubResult,
+                 walks: list[DiscoveryResult], ns: Namespace, target_ids: dict[str, str],
+                 zone_of: dict[str, str], cand: dict[tuple[str, str], int]) -> dict:
+    returned = [target_ids.get(e.target, e.target) for e in stub.endpoints]
+    truth = set(job.query.truth)
+    steps = [s for w in walks for s in w.steps]
+    cost: WireCost = steps_cost(stub.steps) + steps_cost(steps)
+    cache: dict[str, int] = {}
+    for w in walks:
+        for key, value in w.cache.items():
+            cache[key] = cache.get(key, 0) + value
+    return {
+        "scenario": sc.name,
+        "engine": engine,
+        "scheme": scheme.name,
+        "seed": sc.seed,
+        "phase": job.phase,
+        "job": job.index,
+        "agent": job.agent,
+        "query_id": job.query.id,
+        "query_source": job.query.source,
+        "intent": job.query.text,
+        "service": job.query.service,
+        "truth": " ".join(job.query.truth),
+        "returned": " ".join(returned),
+        "success": bool(returned),
+        "hit_at_1": bool(returned) and returned[0] in truth,
+        "hit_at_k": bool(truth & set(returned)),
+        "tools_examined": sum(_walk_examined(w, zone_of, cand) for w in walks),
+        "round_trips": sum(w.rounds for w in walks),
+        "exchanges": len(steps),
+        "stub_attempts": len(stub.steps),
+        "sent_s": round(stub.sent, 9),
+        "latency_ms": round(stub.latency * 1000, 6),
+        "bytes_up": cost.bytes_up,
+        "bytes_down": cost.bytes_down,
+        "packets_up": cost.packets_up,
+        "packets_down": cost.packets_down,
+        "servers_contacted": len({s.server for s in steps}),
+        "cache_hits": sum(cache.values()),
+        "cache_detail": json.dumps(cache, sort_keys=True),
+        "timeouts": sum(s.outcome == "timeout" for s in steps + stub.steps),
+        "retries": sum(s.outcome == "timeout" for s in steps),
+        "tcp_exchanges": sum(s.transport == "tcp" for s in steps),
+        "rcode": stub.rcode,
+        "error": stub.error or next((w.error for w in walks if w.error), "") or "",
+    }
+
+
+def load_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
+                 output: EngineOutput, network: Network) -> list[dict]:
+    rows = []
+    zone_of = plan.hierarchy.zone_of
+    for ip, counters in sorted(output.load.items()):
+        server = plan.hierarchy.servers.get(ip)
+        role = network.role_of.get(ip, "")
+        row = {"scenario": sc.name, "engine": engine, "scheme": scheme.name, "seed": sc.seed,
+               "node": ip, "role": role.split(":")[0], "zone": zone_of.get(ip, ""),
+               **{k: counters.get(k, 0) for k in ("rx_packets", "rx_bytes", "tx_packets",
+                                                   "tx_bytes")}}
+        if server is not None:
+            stats = server.stats.counts
+            row.update({k: stats.get(k, 0) for k in ("semantic", "referral", "standard",
+                                                     "nxdomain", "nodata", "formerr",
+                                                     "packet_cache_hit")})
+        rows.append(row)
+    return rows
+
+
+# ------------------------------------------------------------------------ running
+
+
+@dataclass
+class RunResult:
+    records: pd.DataFrame
+    load: pd.DataFrame
+    summary: dict
+    out_dir: Path | None
+
+
+def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | None = None,
+                 progress: Callable[[str], None] | None = None, write: bool = True) -> RunResult:
+    engine = engine or sc.engine
+    run = engine_for(engine)
+    ns = build_namespace(sc)
+    jobs = build_jobs(sc, ns, sc.network.agents)
+    start_zone(sc, ns)  # fail before running anything
+    target_ids = {t.target: t.id for t in ns.tools.values()}
+    cand = _candidates(ns)
+    records, load, timing = [], [], {}
+    for scheme in sc.schemes:
+        if progress:
+            progress(f"{sc.name}: scheme {scheme.name} on {engine} ({len(jobs)} queries)")
+        plan, network = make_plan(sc, scheme, ns, jobs,
+                                  dns_port=53 if engine == "simpy" else 15353)
+        t = time.perf_counter()
+        output = run(plan)
+        timing[scheme.name] = {"wall_s": time.perf_counter() - t,
+                               "schedule_error_ms": _error_stats(output.schedule_error),
+                               "warm_time_s": output.warm_time, "lost_packets": output.lost}
+        done = {job.index: (job, stub) for job, stub in output.stubs}
+        for job in jobs:
+            job_, stub = done.get(job.index, (job, None))
+            if stub is None:
+                stub = StubResult(tag=job, request=plan.requests[job.index], sent=0.0,
+                                  rcode="", error="not completed")
+            agent_ip = plan.agent_order[job.agent]
+            walks = [w for qid in stub.ids for w in output.walks.get((agent_ip, qid), [])]
+            records.append(query_record(sc, engine, scheme, job_, stub, walks, ns, target_ids,
+                                        plan.hierarchy.zone_of, cand))
+        load.extend(load_records(sc, engine, scheme, plan, output, network))
+    df = pd.DataFrame(records)
+    load_df = pd.DataFrame(load)
+    summary = summarise(sc, engine, df, ns)
+    # wall-clock figures vary run to run; they go to the console, not into the result files
+    summary_for_console = {**summary, "timing": timing}
+    out = None
+    if write:
+        out = Path(out_dir or sc.outputs.dir or Path("results") / sc.name)
+        write_outputs(out, sc, df, load_df, summary)
+        if sc.outputs.plots:
+            from analysis.plots import standard_plots
+
+            standard_plots(df, out)
+    return RunResult(df, load_df, summary_for_console, out)
+
+
+def _error_stats(errors: list[float]) -> dict[str, float]:
+    if not errors:
+        return {}
+    arr = np.abs(np.asarray(errors)) * 1000
+    return {"median": float(np.median(arr)), "p99": float(np.percentile(arr, 99)),
+            "max": float(arr.max())}
+
+
+def summarise(sc: Scenario, engine: str, df: pd.DataFrame, ns: Namespace) -> dict:
+    schemes = {}
+    for scheme, g in df.groupby("scheme", sort=False):
+        ok = g[g.success]
+        schemes[scheme] = {
+            "queries": len(g),
+            "success": round(float(g.success.mean()), 6),
+            "hit_at_1": round(float(g.hit_at_1.mean()), 6),
+            "hit_at_k": round(float(g.hit_at_k.mean()), 6),
+            "mean_round_trips": round(float(g.round_trips.mean()), 6),
+            "median_latency_ms": round(float(ok.latency_ms.median()), 6) if len(ok) else None,
+            "p95_latency_ms": round(float(ok.latency_ms.quantile(0.95)), 6) if len(ok) else None,
+            "mean_bytes_up": round(float(g.bytes_up.mean()), 3),
+            "mean_bytes_down": round(float(g.bytes_down.mean()), 3),
+            "mean_packets": round(float((g.packets_up + g.packets_down).mean()), 3),
+            "mean_tools_examined": round(float(g.tools_examined.mean()), 3),
+            "search_space_reduction": round(1 - float(g.tools_examined.mean()) / len(ns.tools),
+                                            6),
+            "cache_hit_queries": round(float((g.cache_hits > 0).mean()), 6),
+        }
+    return {"scenario": sc.name, "engine": engine, "seed": sc.seed, "namespace": ns.origin,
+            "namespace_stats": ns.stats(), "schemes": schemes}
+
+
+def _atomic(path: Path, write: Callable[[str], None]) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_outputs(out: Path, sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
+                  summary: dict) -> None:
+    """Each file is written to a temporary name and renamed into place."""
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic(out / "results.parquet", lambda p: df.to_parquet(p, index=False))
+    _atomic(out / "results.csv", lambda p: df.to_csv(p, index=False))
+    _atomic(out / "nodes.csv", lambda p: load.to_csv(p, index=False))
+    _atomic(out / "summary.json",
+            lambda p: Path(p).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8"))
+    _atomic(out / "scenario.yaml",
+            lambda p: Path(p).write_text(resolved_yaml(sc), encoding="utf-8"))

@@ -1,0 +1,302 @@
+"""Scenario files: typed, frozen models validated before anything runs.
+
+A scenario YAML says everything about a run: engine, seed, namespace, network and
+placement, the schemes to compare, the workload, cache TTLs, trust policy and outputs.
+Unknown keys and wrong types are rejected with one message per problem naming the file,
+the field and the problem (:class:`ScenarioError`). Relative paths are resolved against
+the scenario file's folder. ``resolved_yaml`` gives the fully defaulted scenario that is
+saved beside the results.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Service = Literal["mcp", "a2a", "rest", "skill"]
+Seconds = Annotated[float, Field(ge=0)]
+
+
+class ScenarioError(ValueError):
+    """A scenario file is unusable; the message names the file, the field and the problem."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DelaySpec(_Model):
+    dist: Literal["constant", "normal", "lognormal", "empirical"] = "constant"
+    mean: Seconds = 0.010
+    std: Seconds = 0.0
+    samples: tuple[Seconds, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> DelaySpec:
+        if self.dist == "empirical" and not self.samples:
+            raise ValueError("an empirical delay needs 'samples'")
+        return self
+
+
+class LinkSpecModel(_Model):
+    delay: DelaySpec = DelaySpec()
+    loss: float = Field(0.0, ge=0.0, lt=1.0)
+    bandwidth: float | None = Field(None, gt=0, description="bits per second; null = unlimited")
+
+
+class ProcessingSpec(_Model):
+    """Per-message processing time of nodes (seconds), or calibrated from measured cost."""
+
+    model: Literal["fixed", "calibrated"] = "fixed"
+    server: Seconds = 50e-6
+    resolver: Seconds = 20e-6
+
+
+class NamespaceSpec(_Model):
+    source: Literal["synthetic", "catalog"] = "synthetic"
+    tools: int = Field(2000, ge=1)
+    branching: int = Field(6, ge=1)
+    depth: int = Field(2, ge=1, le=8)
+    orgs: int = Field(3, ge=0)
+    org_tools: int = Field(5, ge=1)
+    catalog: str | None = None
+    queries: str | None = None
+    limit: int | None = Field(None, ge=1)
+    protocols: tuple[Service, ...] | None = None
+    replicas: int = Field(1, ge=1, le=8)
+    scorer: Literal["bm25", "tfidf", "oracle"] = "bm25"
+    max_udp_size: int = Field(1232, ge=512, le=65535)
+
+    @model_validator(mode="after")
+    def _check(self) -> NamespaceSpec:
+        if self.source == "catalog" and not self.catalog:
+            raise ValueError("source 'catalog' needs 'catalog' (a catalogue JSONL path)")
+        return self
+
+
+class NetworkSpec(_Model):
+    topology: Literal["star", "tree", "waxman", "geometric", "file"] = "star"
+    nodes: int = Field(16, ge=1)
+    file: str | None = None
+    params: dict[str, float] = {}
+    link: LinkSpecModel = LinkSpecModel()
+    placement: Literal["default", "random", "same-node"] = "default"
+    resolvers: int = Field(1, ge=1)
+    agents: int = Field(4, ge=1)
+    processing: ProcessingSpec = ProcessingSpec()
+
+    @model_validator(mode="after")
+    def _check(self) -> NetworkSpec:
+        if self.topology == "file" and not self.file:
+            raise ValueError("topology 'file' needs 'file' (a GML or GraphML path)")
+        return self
+
+
+class SchemeSpec(_Model):
+    """One discovery scheme to compare; every scheme replays the same workload."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
+    kind: Literal["tooldns"] = "tooldns"
+    k: int = Field(3, ge=0, le=255)
+    beam: int = Field(1, ge=1)
+    mode: Literal["aware", "strip", "pass-through"] = "aware"
+    cache: bool = True
+    query_mock: bool = True
+    warm: bool = False
+    timeout: float = Field(0.5, gt=0)
+    max_attempts: int = Field(4, ge=1)
+
+
+class ArrivalSpec(_Model):
+    process: Literal["poisson", "closed", "trace"] = "poisson"
+    rate: float = Field(10.0, gt=0, description="queries per second (poisson)")
+    think: Seconds = 1.0
+    trace: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ArrivalSpec:
+        if self.process == "trace" and not self.trace:
+            raise ValueError("process 'trace' needs 'trace' (a CSV with columns time,query)")
+        return self
+
+
+class WorkloadSpec(_Model):
+    source: Literal["auto", "file", "generated"] = "auto"
+    queries: int = Field(200, ge=1, description="queries issued per phase")
+    pool: int | None = Field(None, ge=1, description="distinct queries drawn from")
+    popularity: Literal["uniform", "zipf"] = "uniform"
+    zipf_s: float = Field(1.0, gt=0)
+    arrival: ArrivalSpec = ArrivalSpec()
+    phases: int = Field(1, ge=1)
+    gap: Seconds = 60.0
+    services: tuple[Service, ...] | None = None
+
+
+class CacheSpec(_Model):
+    ns_ttl: int = Field(86_400, ge=0)
+    srv_ttl: int = Field(300, ge=0)
+    a_ttl: int = Field(300, ge=0)
+    negative_ttl: int = Field(60, ge=0)
+
+
+class TrustSpec(_Model):
+    policy: Literal["open", "org"] = "open"
+    org: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> TrustSpec:
+        if self.policy == "org" and not self.org:
+            raise ValueError("policy 'org' needs 'org' (the organisation to trust)")
+        return self
+
+
+class OutputSpec(_Model):
+    dir: str | None = None
+    plots: bool = True
+
+
+class SweepSpec(_Model):
+    """A grid over dotted scenario fields, e.g. ``namespace.branching: [2, 4, 8]``."""
+
+    grid: dict[str, list[Any]]
+    workers: int = Field(2, ge=1)
+
+    @field_validator("grid")
+    @classmethod
+    def _grid(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        if not grid:
+            raise ValueError("the grid is empty")
+        for key, values in grid.items():
+            if not values:
+                raise ValueError(f"'{key}' has no values")
+        return grid
+
+
+class Scenario(_Model):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
+    description: str = ""
+    engine: Literal["simpy", "live"] = "simpy"
+    seed: int = 0
+    duration: float | None = Field(None, gt=0, description="stop issuing queries after this")
+    namespace: NamespaceSpec = NamespaceSpec()
+    network: NetworkSpec = NetworkSpec()
+    schemes: tuple[SchemeSpec, ...] = (SchemeSpec(name="tooldns"),)
+    workload: WorkloadSpec = WorkloadSpec()
+    caches: CacheSpec = CacheSpec()
+    trust: TrustSpec = TrustSpec()
+    outputs: OutputSpec = OutputSpec()
+    sweep: SweepSpec | None = None
+
+    @field_validator("schemes")
+    @classmethod
+    def _unique(cls, schemes: tuple[SchemeSpec, ...]) -> tuple[SchemeSpec, ...]:
+        if not schemes:
+            raise ValueError("at least one scheme is needed")
+        names = [s.name for s in schemes]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"scheme names must be unique; repeated: {', '.join(dup)}")
+        return schemes
+
+    def with_overrides(self, overrides: dict[str, Any]) -> Scenario:
+        """A copy with dotted fields replaced (validated again)."""
+        data = self.model_dump(mode="json")
+        for dotted, value in overrides.items():
+            _set_dotted(data, dotted, value)
+        return Scenario.model_validate(data)
+
+
+def _set_dotted(data: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node: Any = data
+    for part in parts[:-1]:
+        if isinstance(node, list):
+            node = node[int(part)]
+        elif isinstance(node, dict) and isinstance(node.get(part), dict | list):
+            node = node[part]
+        else:
+            raise ValueError(f"'{dotted}' is not a field of the scenario")
+    last = parts[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+    elif isinstance(node, dict) and last in node:
+        node[last] = value
+    else:
+        raise ValueError(f"'{dotted}' is not a field of the scenario")
+
+
+# ---------------------------------------------------------------------------- loading
+
+_PATH_FIELDS = (("namespace", "catalog"), ("namespace", "queries"), ("network", "file"),
+                ("workload", "arrival", "trace"))
+
+
+def _format_errors(path: Path, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        lines.append(f"{path}: {loc}: {msg} (got {err.get('input')!r})"
+                     if err["type"] not in ("extra_forbidden", "missing") else
+                     f"{path}: {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read, validate and resolve a scenario file; raise ScenarioError on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read the file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f"line {where.line + 1}: " if where is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(f"{path}: {line}not valid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: (top level): a scenario must be a mapping of fields, "
+                            f"got {type(data).__name__}")
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(_format_errors(path, exc)) from None
+    return _resolve_paths(scenario, path)
+
+
+def _resolve_paths(scenario: Scenario, path: Path) -> Scenario:
+    data = scenario.model_dump(mode="json")
+    base = path.resolve().parent
+    for fields in _PATH_FIELDS:
+        node = data
+        for f in fields[:-1]:
+            node = node[f]
+        value = node[fields[-1]]
+        if value is None:
+            continue
+        resolved = Path(value) if Path(value).is_absolute() else base / value
+        if not resolved.exists():
+            raise ScenarioError(f"{path}: {'.'.join(fields)}: file not found ({resolved})")
+        node[fields[-1]] = str(resolved)
+    if scenario.sweep is not None:
+        for key in scenario.sweep.grid:
+            try:
+                scenario.with_overrides({key: scenario.sweep.grid[key][0]})
+            except (ValueError, ValidationError, IndexError) as exc:
+                first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+                raise ScenarioError(f"{path}: sweep.grid.{key}: {first}") from None
+    return Scenario.model_validate(data)
+
+
+def resolved_yaml(scenario: Scenario) -> str:
+    """The fully defaulted scenario, as saved beside the results."""
+    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
