@@ -57,7 +57,7 @@ def cache_hits_over_time(df: pd.DataFrame, path: Path, bins: int = 20) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     for scheme, g in df.groupby("scheme", sort=False):
         g = g.sort_values("sent_s")
-        chunks = np.array_split(g, min(bins, len(g)))
+        chunks = [g.iloc[i] for i in np.array_split(np.arange(len(g)), min(bins, len(g)))]
         t = [c.sent_s.mean() for c in chunks if len(c)]
         share = [(c.cache_hits > 0).mean() for c in chunks if len(c)]
         ax.plot(t, share, marker="o", ms=3, label=str(scheme))

@@ -3,17 +3,23 @@
 What it measures
     Microseconds per operation, in one process, for:
 
-    * the intent option codec: ``Intent.encode`` / ``Intent.decode``;
-    * building and packing a query that carries the option (dnslib), and parsing it back
-      (``DNSRecord.parse`` + ``get_intent``);
-    * ``AuthoritativeServer.handle`` (wire in, wire out) for a semantic query at a non-leaf
-      zone (referral to the top-K children: an intermediate zone and the TLD), a semantic
-      query at a leaf (top-K SRV + A), a plain A query for a tool target, and a plain
-      fully expanded SRV query (whole RRset, truncated at 512 bytes);
-    * pieces of the semantic leaf path, to see where handle() spends its time: BM25
-      scoring of the leaf's tool index, ``top_k``, and packing the finished reply;
-    * a what-if: the cost of a packet-cache hit (dict lookup on the query bytes after the
-      ID, ID spliced into the cached reply), i.e. what a cached answer would cost.
+    * the intent option codec: ``Intent.encode`` / ``Intent.decode``, and building+packing a
+      query that carries the option with dnslib (what the resolver and agents still do);
+    * parsing a query on the server: the struct fast path ``nodes.codec.parse_query`` (plain
+      A and semantic query) against dnslib (``DNSRecord.parse`` + ``get_intent``) and the
+      server's dnslib fallback ``view_from_dnslib``;
+    * ``AuthoritativeServer.handle`` (wire in, wire out) with ``packet_cache=0``, so every
+      call parses, answers and encodes: a semantic query at a non-leaf zone (referral to the
+      top-K children: an intermediate zone and the TLD), a semantic query at a leaf (top-K
+      SRV + A; one fixed intent, and a pool of distinct intents cycled), a plain A query for
+      a tool target, and a plain fully expanded SRV query (whole RRset, truncated at 512
+      bytes); plus one row with the default server answering from its packet cache;
+    * pieces of the semantic leaf path: ``tokenize``, BM25 scoring of the leaf's tool index
+      (``_BM25Index.scores``), ``top_k``, ``_answer`` (everything between parse and encode)
+      and ``_fit`` (``ReplyBuilder`` encoding with OPT and size limit);
+    * a breakdown of handle() into parse / ``_answer`` / ``_fit`` / rest for the semantic
+      leaf, the semantic intermediate zone and the plain A query, each stage timed inline
+      while the three run in sequence (stages timed alone run faster than in context).
 
     Baseline: dnslib building+packing and parsing a plain A query without any EDNS option
     (one client encode plus one server decode). Every row is printed with its ratio to that
@@ -24,11 +30,13 @@ How
     seconds; the timing is repeated ``--repeat`` times and the minimum is reported (the
     least disturbed run; on a shared machine the median is printed as well). The namespace
     is ``topologies.namespace.synthetic`` (default 2000 tools, branching 6, depth 2) built
-    into a hierarchy with ``sim.hierarchy.build_hierarchy``; servers' lazy score indexes are
-    warmed before timing.
+    into a hierarchy with ``sim.hierarchy.build_hierarchy``; the servers under test are
+    fresh ``AuthoritativeServer`` objects over the same zone data, with ``packet_cache=0``
+    (the cached row uses the server's default), and their lazy score indexes are warmed
+    before timing.
 
-    ``--profile N`` runs cProfile over each handle() case instead and prints the N hottest
-    functions by own time and by cumulative time.
+    ``--profile N`` runs cProfile over each uncached handle() case instead and prints the N
+    hottest functions by own time and by cumulative time.
 
 Example::
 
@@ -41,12 +49,15 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
+import itertools
 import math
 import platform
 import pstats
 import statistics
 import sys
+import time
 import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,7 +69,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dnslib import QTYPE, DNSRecord
 
 from nodes.authoritative import AuthoritativeServer
-from nodes.scoring import top_k
+from nodes.codec import parse_query, view_from_dnslib
+from nodes.scoring import tokenize, top_k
 from nodes.wire import (
     Intent,
     cursor_name,
@@ -91,9 +103,15 @@ def measure(fn: Callable[[], object], repeat: int, min_time: float) -> tuple[flo
     return min(times), statistics.median(times), loops
 
 
-def _server_for(h: Hierarchy, zone: str) -> AuthoritativeServer:
+def _server_for(h: Hierarchy, zone: str, packet_cache: int | None = 0) -> AuthoritativeServer:
+    """A fresh server for ``zone`` with the hierarchy's settings; ``None`` = default cache."""
     address = next(a for a, z in sorted(h.zone_of.items()) if z == zone)
-    return h.servers[address]
+    template = h.servers[address]
+    extra = {} if packet_cache is None else {"packet_cache": packet_cache}
+    return AuthoritativeServer(
+        [template._zones[z].data for z in template.zones], scorer=template.scorer,
+        option_code=template.option_code, max_udp_size=template.max_udp_size,
+        name=template.name, **extra)
 
 
 def _semantic_query(zone: str, text: str, k: int, service: str = "mcp") -> bytes:
@@ -104,12 +122,20 @@ def _semantic_query(zone: str, text: str, k: int, service: str = "mcp") -> bytes
 
 def _check(server: AuthoritativeServer, wire: bytes, what: str, expect: Callable[[DNSRecord],
            bool]) -> None:
+    if parse_query(wire) is None:
+        raise SystemExit(f"{what}: the query does not take the struct fast path")
     reply = server.handle(wire, SRC, 0.0, "udp")
     if reply is None or not expect(DNSRecord.parse(reply)):
         raise SystemExit(f"unexpected reply for {what}:\n{reply and DNSRecord.parse(reply)}")
 
 
-def run(args: argparse.Namespace) -> list[Result]:
+@dataclass
+class Setup:
+    cases: list[tuple[str, Callable[[], object], str]]
+    breakdowns: list[tuple[str, AuthoritativeServer, bytes]]
+
+
+def setup(args: argparse.Namespace) -> Setup:
     ns = synthetic(n_tools=args.tools, branching=args.branching, depth=args.depth,
                    seed=args.seed)
     h = build_hierarchy(ns)
@@ -118,7 +144,8 @@ def run(args: argparse.Namespace) -> list[Result]:
         texts_of.setdefault(ns.tools[q.truth[0]].zone, []).append(q.text)
     leaf = max((z for z in ns.leaves() if ns.zones[z].tools),
                key=lambda z: (len(texts_of.get(z, [])), z))
-    text = texts_of[leaf][0] if leaf in texts_of else ns.tools[ns.zones[leaf].tools[0]].name
+    texts = texts_of.get(leaf) or [ns.tools[ns.zones[leaf].tools[0]].name]
+    text = texts[0]
     middle = ns.parent_of(leaf)
     k = args.k
     intent = Intent(text, k)
@@ -128,77 +155,160 @@ def run(args: argparse.Namespace) -> list[Result]:
     leaf_srv = _server_for(h, leaf)
     mid_srv = _server_for(h, middle)
     tld_srv = _server_for(h, TLD)
+    cached_srv = _server_for(h, leaf, None)
 
     plain_a = bytes(DNSRecord.question(tool.target, "A").pack())
     sem_leaf = _semantic_query(leaf, text, k)
     sem_mid = _semantic_query(middle, text, k)
     sem_tld = _semantic_query(TLD, text, k)
     plain_srv = bytes(DNSRecord.question(expanded_name("mcp", leaf), "SRV").pack())
+    # Distinct intents (a counter word outside the vocabulary appended), cycled.
+    pool = [_semantic_query(leaf, f"{texts[i % len(texts)]} u{i}", k)
+            for i in range(args.pool)]
+    next_query = itertools.cycle(pool).__next__
 
     # Validate and warm the lazily built indexes.
     is_referral = lambda m: m.header.rcode == 0 and bool(m.auth) and not m.rr  # noqa: E731
-    _check(leaf_srv, sem_leaf, "semantic leaf",
-           lambda m: m.header.rcode == 0 and m.rr and m.rr[0].rtype == QTYPE.SRV)
+    is_srv = lambda m: m.header.rcode == 0 and m.rr and m.rr[0].rtype == QTYPE.SRV  # noqa: E731
+    _check(leaf_srv, sem_leaf, "semantic leaf", is_srv)
+    _check(leaf_srv, pool[0], "semantic leaf (pool)", is_srv)
+    _check(cached_srv, sem_leaf, "semantic leaf (cached)", is_srv)
     _check(mid_srv, sem_mid, "semantic intermediate", is_referral)
     _check(tld_srv, sem_tld, "semantic TLD", is_referral)
     _check(leaf_srv, plain_a, "plain A", lambda m: m.header.rcode == 0 and len(m.rr) == 1)
-    _check(leaf_srv, plain_srv, "plain SRV", lambda m: m.header.rcode == 0)
+    _check(leaf_srv, plain_srv, "plain SRV", lambda m: m.header.rcode == 0 and m.header.tc)
+    hits0 = cached_srv.stats.counts["packet_cache_hit"]
+    cached_srv.handle(sem_leaf, SRC, 0.0, "udp")
+    if cached_srv.stats.counts["packet_cache_hit"] != hits0 + 1:
+        raise SystemExit("the default server did not answer from its packet cache")
+    if leaf_srv.stats.counts["packet_cache_hit"]:
+        raise SystemExit("packet_cache=0 server reported cache hits")
 
     # Pieces of the semantic leaf path.
-    state = leaf_srv._zones[leaf]
-    tools, index = state.tool_index["mcp/tcp"]
+    tools = leaf_srv._zones[leaf].tools["mcp/tcp"]
+    index = tools.index
     scores = index.scores(text)
-    reply_msg = DNSRecord.parse(leaf_srv.handle(sem_leaf, SRC, 0.0, "udp") or b"")
-    parsed_sem = DNSRecord.parse(sem_leaf)
-
-    # What-if: packet cache keyed by the query bytes after the ID.
-    cache = {sem_leaf[2:]: bytes(leaf_srv.handle(sem_leaf, SRC, 0.0, "udp") or b"")}
-
-    def cache_hit() -> bytes:
-        hit = cache[sem_leaf[2:]]
-        return sem_leaf[:2] + hit[2:]
+    view = parse_query(sem_leaf)
+    assert view is not None
+    _, reply = leaf_srv._answer(view)
+    reply_len = len(leaf_srv._fit(view, reply, "udp"))
 
     n_children = len(ns.zones[middle].children)
     n_tld = len(ns.zones[TLD].children)
+    uncached = "packet_cache=0"
     cases: list[tuple[str, Callable[[], object], str]] = [
-        ("baseline: pack+parse plain A", lambda: DNSRecord.parse(
+        ("baseline: dnslib pack+parse plain A", lambda: DNSRecord.parse(
             DNSRecord.question(tool.target, "A").pack()), "1 client encode + 1 decode"),
-        ("  pack plain A (build+pack)", lambda: DNSRecord.question(tool.target, "A").pack(), ""),
-        ("  parse plain A", lambda: DNSRecord.parse(plain_a), f"{len(plain_a)} B"),
+        ("  dnslib pack plain A (build+pack)",
+         lambda: DNSRecord.question(tool.target, "A").pack(), ""),
+        ("  dnslib parse plain A", lambda: DNSRecord.parse(plain_a), f"{len(plain_a)} B"),
         ("Intent.encode", intent.encode, f"{len(option_data)} B option data"),
         ("Intent.decode", lambda: Intent.decode(option_data), ""),
-        ("pack query with option (build+pack)", lambda: _semantic_query(leaf, text, k),
-         f"{len(sem_leaf)} B"),
-        ("parse query with option + get_intent",
-         lambda: get_intent(DNSRecord.parse(sem_leaf)), ""),
+        ("dnslib pack query with option (build+pack)", lambda: _semantic_query(leaf, text, k),
+         f"{len(sem_leaf)} B; client side (resolver, agent)"),
+        ("parse_query: plain A (struct)", lambda: parse_query(plain_a), "server fast path"),
+        ("parse_query: semantic query (struct)", lambda: parse_query(sem_leaf),
+         "server fast path"),
+        ("dnslib parse semantic query + get_intent",
+         lambda: get_intent(DNSRecord.parse(sem_leaf)), "for comparison"),
+        ("view_from_dnslib: semantic query", lambda: view_from_dnslib(sem_leaf),
+         "server fallback path"),
         ("handle: semantic non-leaf (intermediate)",
-         lambda: mid_srv.handle(sem_mid, SRC, 0.0, "udp"), f"{n_children} children, K={k}"),
+         lambda: mid_srv.handle(sem_mid, SRC, 0.0, "udp"),
+         f"{uncached}; {n_children} children, K={k}"),
         ("handle: semantic non-leaf (TLD)",
-         lambda: tld_srv.handle(sem_tld, SRC, 0.0, "udp"), f"{n_tld} children, K={k}"),
+         lambda: tld_srv.handle(sem_tld, SRC, 0.0, "udp"),
+         f"{uncached}; {n_tld} children, K={k}"),
         ("handle: semantic leaf",
-         lambda: leaf_srv.handle(sem_leaf, SRC, 0.0, "udp"), f"{len(tools)} mcp tools, K={k}"),
-        ("handle: plain A", lambda: leaf_srv.handle(plain_a, SRC, 0.0, "udp"), "tool target"),
+         lambda: leaf_srv.handle(sem_leaf, SRC, 0.0, "udp"),
+         f"{uncached}; {len(tools.srv)} mcp tools, K={k}, {reply_len} B reply"),
+        ("handle: semantic leaf, distinct intents",
+         lambda: leaf_srv.handle(next_query(), SRC, 0.0, "udp"),
+         f"{uncached}; pool of {len(pool):,} cycled"),
+        ("handle: plain A", lambda: leaf_srv.handle(plain_a, SRC, 0.0, "udp"),
+         f"{uncached}; tool target"),
         ("handle: plain SRV (expanded, TC)",
-         lambda: leaf_srv.handle(plain_srv, SRC, 0.0, "udp"), "whole RRset, truncated"),
-        ("  piece: parse semantic query", lambda: DNSRecord.parse(sem_leaf), ""),
+         lambda: leaf_srv.handle(plain_srv, SRC, 0.0, "udp"),
+         f"{uncached}; whole RRset, truncated"),
+        ("handle: semantic leaf, packet-cache hit",
+         lambda: cached_srv.handle(sem_leaf, SRC, 0.0, "udp"), "default packet_cache=4096"),
+        ("  piece: tokenize intent", lambda: tokenize(text), f"{len(tokenize(text))} tokens"),
         ("  piece: BM25 scores (leaf tool index)", lambda: index.scores(text), ""),
         ("  piece: top_k", lambda: top_k(scores, k), f"over {len(scores)} scores"),
-        ("  piece: pack semantic leaf reply", reply_msg.pack, f"{len(reply_msg.pack())} B"),
-        ("  piece: _answer (no parse, no pack)", lambda: leaf_srv._answer(parsed_sem), ""),
-        ("what-if: packet-cache hit", cache_hit, "dict get + ID splice"),
+        ("  piece: _answer (no parse, no encode)", lambda: leaf_srv._answer(view),
+         "decode, names, score, top_k, _Reply"),
+        ("  piece: _fit (ReplyBuilder encode + OPT)",
+         lambda: leaf_srv._fit(view, reply, "udp"), f"{reply_len} B"),
     ]
+    breakdowns = [("semantic leaf", leaf_srv, sem_leaf),
+                  ("semantic intermediate", mid_srv, sem_mid),
+                  ("plain A", leaf_srv, plain_a)]
+    return Setup(cases, breakdowns)
+
+
+def run(args: argparse.Namespace) -> tuple[list[Result], list[str]]:
+    s = setup(args)
     if args.profile:
-        for label, fn, _ in cases:
-            if label.startswith("handle:"):
+        for label, fn, note in s.cases:
+            if label.startswith("handle:") and "packet_cache=0" in note:
                 profile(label, fn, args.profile, args.profile_calls)
-        return []
+        return [], []
     results = []
-    for label, fn, note in cases:
+    for label, fn, note in s.cases:
         best, median, loops = measure(fn, args.repeat, args.min_time)
         results.append(Result(label, best, median, loops, note))
         if args.verbose:
             print(f"  {label:45s} {best:9.2f} µs", file=sys.stderr, flush=True)
-    return results
+    return results, breakdown_table(s.breakdowns, args.breakdown_calls)
+
+
+def breakdown_table(
+    cases: Sequence[tuple[str, AuthoritativeServer, bytes]], calls: int
+) -> list[str]:
+    """handle() split into parse_query / _answer / _fit, each timed inline, in sequence.
+
+    Timed alone in a tight loop (the "piece" rows) the stages run faster than inside
+    handle(): caches and branch predictors then hold only that stage. Here every stage is
+    timed with ``perf_counter`` around it while the three run back to back, as in handle(),
+    and the median over ``calls`` iterations is reported; handle() itself is timed the same
+    way. "rest" is handle() minus the three stages (counters, ``bytes(wire)``).
+    """
+    lines = ["| handle() case (packet_cache=0) | handle µs | parse_query µs | _answer µs "
+             "| _fit µs | rest µs |", "|---|---:|---:|---:|---:|---:|"]
+    clock = time.perf_counter
+    t0 = clock()
+    for _ in range(calls):
+        clock()
+    overhead = (clock() - t0) / calls
+    for label, server, wire in cases:
+        parse_t, answer_t, fit_t, handle_t = [], [], [], []
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # as timeit does for the other rows
+        try:
+            for _ in range(calls):
+                t0 = clock()
+                view = parse_query(wire)
+                t1 = clock()
+                _, reply = server._answer(view)  # type: ignore[arg-type]
+                t2 = clock()
+                server._fit(view, reply, "udp")  # type: ignore[arg-type]
+                t3 = clock()
+                parse_t.append(t1 - t0)
+                answer_t.append(t2 - t1)
+                fit_t.append(t3 - t2)
+            for _ in range(calls):
+                t0 = clock()
+                server.handle(wire, SRC, 0.0, "udp")
+                handle_t.append(clock() - t0)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        parts = [(statistics.median(ts) - overhead) * 1e6
+                 for ts in (handle_t, parse_t, answer_t, fit_t)]
+        total, rest = parts[0], parts[0] - sum(parts[1:])
+        cells = " | ".join(f"{p:.1f} ({p / total:.0%})" for p in parts[1:])
+        lines.append(f"| {label} | {total:.1f} | {cells} | {rest:.1f} ({rest / total:.0%}) |")
+    return lines
 
 
 def profile(label: str, fn: Callable[[], object], top: int, calls: int) -> None:
@@ -240,17 +350,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--depth", type=int, default=2, help="synthetic depth (default 2)")
     p.add_argument("--seed", type=int, default=0, help="namespace seed (default 0)")
     p.add_argument("-k", type=int, default=3, help="K of the intent option (default 3)")
+    p.add_argument("--pool", type=int, default=5000,
+                   help="distinct intents for the 'distinct intents' handle() row (default 5000)")
+    p.add_argument("--breakdown-calls", type=int, default=20_000,
+                   help="iterations of the inline handle() breakdown (default 20000)")
     p.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
     p.add_argument("--profile", type=int, metavar="N", default=0,
-                   help="instead of timing, cProfile every handle() case and print its top N "
-                        "functions by own and by cumulative time")
-    p.add_argument("--profile-calls", type=int, default=2000,
-                   help="handle() calls per profiled case (default 2000)")
+                   help="instead of timing, cProfile every uncached handle() case and print its "
+                        "top N functions by own and by cumulative time")
+    p.add_argument("--profile-calls", type=int, default=5000,
+                   help="handle() calls per profiled case (default 5000)")
     args = p.parse_args(argv)
     if not 1 <= args.repeat <= 50 or not 0 < args.min_time <= 5:
         p.error("--repeat must be in [1, 50] and --min-time in (0, 5]")
     if not 0 <= args.k <= 255:
         p.error("-k must be in [0, 255]")
+    if not 1 <= args.pool <= 1_000_000 or args.profile_calls < 1 or args.breakdown_calls < 1:
+        p.error("--pool must be in [1, 1000000], --profile-calls and --breakdown-calls "
+                "positive")
     return args
 
 
@@ -259,9 +376,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# python {platform.python_version()} · {platform.system()} {platform.release()} · "
           f"synthetic(n={args.tools}, b={args.branching}, d={args.depth}, seed={args.seed})"
           f" · K={args.k} · best of {args.repeat} × ≥{args.min_time:g} s")
-    results = run(args)
+    results, breakdown = run(args)
     if results:
         print(format_table(results))
+        print()
+        print("\n".join(breakdown))
     return 0
 
 

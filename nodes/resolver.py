@@ -413,18 +413,24 @@ class RecursiveResolver:
         if self.config.cache:
             table[key] = _Entry(value, self._now + ttl)
 
-    def _servers_for(self, zone: str) -> tuple[str, tuple[Address, ...]]:
-        """Longest cached enclosing zone with known servers (root hints last)."""
+    def _servers_for(
+        self, zone: str, known: dict[str, tuple[Address, ...]]
+    ) -> tuple[str, tuple[Address, ...]]:
+        """Longest enclosing zone with known servers: learned during this walk, or cached
+        ("server address search"); the root hints last."""
         labels = zone.rstrip(".").split(".") if zone != "." else []
         for i in range(len(labels)):
             candidate = ".".join(labels[i:]) + "."
-            servers = self._get(self._servers, candidate)
+            servers = known.get(candidate) or self._get(self._servers, candidate)
             if servers:
                 return candidate, servers  # type: ignore[return-value]
         return ".", self.root_hints
 
-    def _learn_referral(self, msg: DNSRecord, bailiwick: str) -> list[str]:
-        """Cache NS sets with in-bailiwick glue; returns child zones in response order."""
+    def _learn_referral(
+        self, msg: DNSRecord, bailiwick: str, known: dict[str, tuple[Address, ...]]
+    ) -> list[str]:
+        """NS sets with in-bailiwick glue, kept for this walk (``known``) and cached;
+        returns the child zones in response order."""
         glue: dict[str, str] = {}
         for rr in msg.ar:
             if rr.rtype == QTYPE.A and is_subdomain(normalise(rr.rname), bailiwick):
@@ -448,7 +454,8 @@ class RecursiveResolver:
             ttls[owner] = min(ttls.get(owner, rr.ttl), rr.ttl)
         for owner in zones:
             if servers[owner]:
-                self._put(self._servers, owner, tuple(servers[owner]), ttls[owner])
+                known[owner] = tuple(servers[owner])
+                self._put(self._servers, owner, known[owner], ttls[owner])
         return [z for z in zones if servers[z]]
 
     def _learn_hints(self, msg: DNSRecord, service: str, zone: str, ttl: float) -> None:
@@ -501,6 +508,7 @@ class RecursiveResolver:
             result.finished = self._now
             return result
         intent = Intent(req.intent, k=req.k)
+        known: dict[str, tuple[Address, ...]] = {}  # delegations learned during this walk
         beam = max(1, req.beam or self.config.beam)
         key = (req.service, req.proto, req.intent, req.k)
         start = normalise(req.start)
@@ -530,7 +538,7 @@ class RecursiveResolver:
                         result.cache["mock_hit"] += 1
                         branches = _narrow(mocked, width) + branches
                         continue
-                bailiwick, servers = self._servers_for(zone)
+                bailiwick, servers = self._servers_for(zone, known)
                 if bailiwick == zone:
                     result.cache["ns_hit"] += 1
                 asks.append(Ask(cursor_name(req.service, zone, req.proto), QTYPE.SRV,
@@ -551,7 +559,7 @@ class RecursiveResolver:
                     leaf_results[zone] = endpoints
                     leaf_order.append(zone)
                     continue
-                children = self._learn_referral(msg, bailiwick)
+                children = self._learn_referral(msg, bailiwick, known)
                 if not children:
                     if msg.header.rcode == RCODE.NXDOMAIN:
                         result.rcode = "NXDOMAIN"
@@ -574,13 +582,14 @@ class RecursiveResolver:
         if len(start_ok) != len(endpoints):
             self.stats["outside_start_zone"] += len(endpoints) - len(start_ok)
         result.leaves = leaf_order
-        result.endpoints = yield from self._resolve_targets(start_ok, result)
+        result.endpoints = yield from self._resolve_targets(start_ok, result, known)
         if result.endpoints:
             result.error = None
         result.finished = self._now
         return result
 
-    def _resolve_targets(self, endpoints: list[Endpoint], result: DiscoveryResult):
+    def _resolve_targets(self, endpoints: list[Endpoint], result: DiscoveryResult,
+                         known: dict[str, tuple[Address, ...]]):
         """A lookups for SRV targets (one parallel round), unless cached."""
         need: list[Endpoint] = []
         out: list[Endpoint] = []
@@ -594,7 +603,7 @@ class RecursiveResolver:
                 need.append(ep)
         asks = []
         for ep in need:
-            _, servers = self._servers_for(ep.zone)
+            _, servers = self._servers_for(ep.zone, known)
             asks.append(Ask(ep.target, QTYPE.A, servers, None))
         replies = (yield asks) if asks else []
         for ep, reply in zip(need, replies, strict=True):
@@ -617,7 +626,8 @@ class RecursiveResolver:
             result.cache["negative_hit"] += 1
             result.rcode = "NXDOMAIN"
             return None, "NXDOMAIN"
-        bailiwick, servers = self._servers_for(qname)
+        known: dict[str, tuple[Address, ...]] = {}
+        bailiwick, servers = self._servers_for(qname, known)
         for _ in range(self.config.max_rounds):
             (reply,) = yield [Ask(qname, qtype, servers, intent)]
             msg = reply.msg
@@ -634,14 +644,14 @@ class RecursiveResolver:
                 if soa and msg.header.rcode == RCODE.NXDOMAIN:
                     self._put(self._negative, (qname, qtype), True, soa[0].ttl)
                 return msg, None if msg.header.rcode == RCODE.NOERROR else "no such name"
-            children = self._learn_referral(msg, bailiwick)
+            children = self._learn_referral(msg, bailiwick, known)
             closer = [c for c in children if is_subdomain(qname, c)]
             if not closer:  # RFC-compliant resolvers reject a referral not towards qname
                 self.stats["bogus_referral"] += 1
                 result.rcode = "SERVFAIL"
                 return None, f"referral to {children} does not lead to {qname}"
             bailiwick = closer[0]
-            servers = self._get(self._servers, bailiwick) or ()  # type: ignore[assignment]
+            servers = known.get(bailiwick, ())
             if not servers:
                 result.rcode = "SERVFAIL"
                 return None, f"no glue for {bailiwick}"
@@ -651,11 +661,12 @@ class RecursiveResolver:
     def _warm(self, req: Discovery, result: DiscoveryResult):
         """Breadth-first K = 0 walk over non-leaf zones, one round per level."""
         intent = Intent("", k=0)
+        known: dict[str, tuple[Address, ...]] = {}
         level = [normalise(req.start)]
         while level:
             asks, asked = [], []
             for zone in level:
-                bailiwick, servers = self._servers_for(zone)
+                bailiwick, servers = self._servers_for(zone, known)
                 asks.append(Ask(cursor_name(req.service, zone, req.proto), QTYPE.SRV, servers,
                                 intent))
                 asked.append((zone, bailiwick))
@@ -665,7 +676,7 @@ class RecursiveResolver:
                 if reply.msg is None:
                     result.error = f"{zone}: {reply.error}"
                     continue
-                children = self._learn_referral(reply.msg, bailiwick)
+                children = self._learn_referral(reply.msg, bailiwick, known)
                 if bailiwick != zone:
                     level.extend(c for c in children if is_subdomain(zone, c))
                     continue

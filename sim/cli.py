@@ -18,6 +18,7 @@ from pathlib import Path
 
 from dnslib import QTYPE, DNSHeader, DNSQuestion, DNSRecord
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from nodes.resolver import Discovery, DiscoveryResult, RecursiveResolver, ResolverConfig
@@ -183,7 +184,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
                               progress=lambda m: console.print(m, style="dim"))
     except ScenarioError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     print_summary(result.summary, console)
     console.print(f"results written to {result.out_dir}/ (results.parquet, results.csv, "
@@ -191,10 +192,51 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+
+    from sim.scenario import ScenarioError, load_scenario
+    from sim.sweep import run_sweep, sweep_points
+
+    out = None
+    try:
+        scenario = load_scenario(args.file)
+        if scenario.sweep is None:
+            raise ScenarioError(f"{args.file}: sweep: the scenario has no sweep section "
+                                f"(sweep: {{grid: {{<dotted field>: [values]}}}})")
+        try:
+            sweep_points(scenario)  # every point valid before anything runs
+        except ScenarioError as exc:
+            raise ScenarioError(f"{args.file}: {exc}") from None
+        out = args.out or scenario.outputs.dir or Path("results") / scenario.name
+        result = run_sweep(scenario, out, args.workers, console=console)
+    except ScenarioError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print(f"interrupted; finished points are kept in {out}/points/, run the same "
+                      f"command again to resume", markup=False)
+        return 130
+    console.print(f"{len(result.ran)} points run, {len(result.skipped)} already done; "
+                  f"{result.out_dir}/sweep.csv, sweep.parquet, points/<id>/", markup=False)
+    if result.failed:
+        console.print(f"[red]{len(result.failed)} points failed:[/red] "
+                      f"{', '.join(result.failed)}", highlight=False)
+        return 1
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": cmd_serve,
     "query": cmd_query,
     "run": cmd_run,
+    "sweep": cmd_sweep,
 }
 
 
@@ -227,6 +269,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="scenario YAML (see scenarios/)")
     p.add_argument("--engine", choices=["simpy", "live"], help="override the file's engine")
     p.add_argument("--out", help="output directory (default: results/<scenario name>)")
+
+    p = sub.add_parser("sweep", help="run a scenario's sweep grid, one run per point "
+                                     "(resumes: finished points are skipped)")
+    p.add_argument("file", help="scenario YAML with a sweep: section")
+    p.add_argument("--out", help="output directory (default: results/<scenario name>)")
+    p.add_argument("--workers", type=_positive_int,
+                   help="worker processes (default: the file's sweep.workers)")
     return parser
 
 

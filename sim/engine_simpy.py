@@ -10,13 +10,14 @@ are simpy timeouts. Same scenario and seed → the same event order → identica
 from __future__ import annotations
 
 from collections.abc import Iterator
+from time import perf_counter
 
 import numpy as np
 import simpy
 
 from nodes.resolver import Outgoing
 from sim.accounting import IPV4, TCP, UDP
-from sim.engines import AGENT_PORT, RESOLVER_PORT, EngineOutput, RunPlan
+from sim.engines import AGENT_PORT, EngineOutput, RunPlan
 from sim.workload import Job
 
 SYN_RTO = 1.0  # Linux initial retransmission timeout for SYN (RFC 6298 §2.1)
@@ -30,7 +31,7 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
     busy: dict[str, float] = {}
     armed: dict[str, float] = {}
     port_of = {ip: AGENT_PORT for ip in plan.agents}
-    port_of.update({ip: RESOLVER_PORT for ip in plan.resolvers})
+    port_of.update({ip: plan.dns_port for ip in plan.resolvers})
     nodes = {**plan.resolvers, **plan.agents}
     ip_of = {role: ip for ip, role in plan.role_of.items()}
     done_events: dict[int, simpy.Event] = {}
@@ -69,21 +70,28 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
         out.count(dst, "rx_packets")
         out.count(dst, "rx_bytes", len(data) + IPV4 + (UDP if transport == "udp" else TCP + 2))
         server = servers.get(dst)
-        cost = plan.server_time if server is not None else (
-            plan.resolver_time if dst in plan.resolvers else 0.0)
+        kind = "server" if server is not None else (
+            "resolver" if dst in plan.resolvers else "agent")
+        cost = {"server": plan.server_time, "resolver": plan.resolver_time,
+                "agent": plan.agent_time}[kind]
         start = max(env.now, busy.get(dst, 0.0))
         busy[dst] = start + cost
 
         def process(_e: object = None) -> None:
             now = env.now
+            t = perf_counter() if plan.measure is not None else 0.0
             if server is not None:
                 reply = server.handle(data, src, now, transport)
+                if plan.measure is not None:
+                    plan.measure.setdefault(kind, []).append(perf_counter() - t)
                 if reply is not None:
                     transmit(dst, Outgoing(reply, src, transport, reply=True))  # type: ignore[arg-type]
                 return
             node = nodes.get(dst)
             if node is not None:
                 node.receive(data, src, now, transport)  # type: ignore[arg-type]
+                if plan.measure is not None:
+                    plan.measure.setdefault(kind, []).append(perf_counter() - t)
                 pump(dst)
 
         if start + cost <= env.now:
@@ -129,9 +137,21 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
 
     def ask(job: Job) -> None:
         ip = plan.agent_order[job.agent]
-        plan.agents[ip].ask(job, plan.requests[job.index], env.now)
         out.schedule_error.append(0.0)
-        pump(ip)
+        start = max(env.now, busy.get(ip, 0.0))  # the query leaves after the agent's work
+        busy[ip] = start + plan.agent_time
+
+        def go(_e: object = None) -> None:
+            t = perf_counter()
+            plan.agents[ip].ask(job, plan.requests[job.index], env.now)
+            if plan.measure is not None:
+                plan.measure.setdefault("agent", []).append(perf_counter() - t)
+            pump(ip)
+
+        if start + plan.agent_time <= env.now:
+            go()
+        else:
+            env.timeout(start + plan.agent_time - env.now).callbacks.append(go)
 
     if plan.closed_loop:
         def agent_loop(jobs: list[Job]) -> Iterator[simpy.Event]:

@@ -35,8 +35,10 @@ class RunPlan:
     requests: dict[int, object]  # job index -> nodes.resolver.Discovery
     warm_services: tuple[str, ...] = ()
     closed_loop: bool = False
-    server_time: float = 50e-6
+    server_time: float = 50e-6  # simulated processing per message received (seconds)
     resolver_time: float = 20e-6
+    agent_time: float = 0.0
+    measure: dict[str, list[float]] | None = None  # simpy only: measured cost per node kind
     dns_port: int = 53
 
     def make_rng(self, salt: str) -> random.Random:

@@ -51,6 +51,37 @@ Shaper = Callable[[str, str, int], "float | None"]
 """(source IP, destination IP, IP packet size) → emulated one-way delay, or None to drop."""
 
 
+SPIN = 0.002  # the last 2 ms of an emulated delay are spun, not slept (see call_precisely)
+
+
+def call_precisely(delay: float, fn: Callable[..., object], *args: object) -> None:
+    """Call ``fn(*args)`` after ``delay`` seconds, to within a few tens of microseconds.
+
+    asyncio's selector rounds its timeout up to whole milliseconds, which would add up to
+    1 ms to every emulated hop; so the loop sleeps until ``SPIN`` before the deadline and
+    then re-checks on every iteration (other callbacks keep running meanwhile).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + delay
+
+    def check() -> None:
+        left = deadline - loop.time()
+        if left <= 0:
+            fn(*args)
+        elif left > SPIN:
+            loop.call_later(left - SPIN, check)
+        else:
+            loop.call_soon(check)
+
+    check()
+
+
+async def sleep_precisely(delay: float) -> None:
+    fut = asyncio.get_running_loop().create_future()
+    call_precisely(delay, lambda: fut.done() or fut.set_result(None))
+    await fut
+
+
 def _ip_size(transport: str, payload: int) -> int:
     return IPV4 + (UDP if transport == "udp" else TCP + 2) + payload
 
@@ -75,7 +106,7 @@ async def _serve_tcp_stream(
             if d is None:  # emulated loss of a TCP segment: modelled as a dead connection
                 break
             if d:
-                await asyncio.sleep(d)
+                await sleep_precisely(d)
             writer.write(len(reply).to_bytes(2, "big") + reply)
             await writer.drain()
     except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
@@ -115,7 +146,7 @@ def _sendto(sock: asyncio.DatagramTransport | None, data: bytes, dst: Address, s
     if delay <= 0:
         sock.sendto(data, dst)
     else:
-        asyncio.get_running_loop().call_later(delay, sock.sendto, data, dst)
+        call_precisely(delay, sock.sendto, data, dst)
     return True
 
 
@@ -267,7 +298,7 @@ class NodeEndpoint:
                 return
             frame = len(out.data).to_bytes(2, "big") + out.data
             if delay:
-                asyncio.get_running_loop().call_later(delay, writer.write, frame)
+                call_precisely(delay, writer.write, frame)
             else:
                 writer.write(frame)
             return
@@ -282,7 +313,7 @@ class NodeEndpoint:
             for a, b in ((self.source_ip, out.dst[0]), (out.dst[0], self.source_ip)):
                 d = self.shaper(a, b, IPV4 + TCP)
                 wait += d if d is not None else SYN_RTO
-            await asyncio.sleep(wait)
+            await sleep_precisely(wait)
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(*out.dst, local_addr=(self.source_ip, 0)),
@@ -295,7 +326,7 @@ class NodeEndpoint:
             if delay is None:
                 return
             if delay:
-                await asyncio.sleep(delay)
+                await sleep_precisely(delay)
             writer.write(len(out.data).to_bytes(2, "big") + out.data)
             await writer.drain()
             head = await asyncio.wait_for(reader.readexactly(2), TCP_IDLE_TIMEOUT)

@@ -22,7 +22,7 @@ from nodes.agent import StubAgent, StubResult
 from nodes.resolver import Discovery, DiscoveryResult, ResolverConfig
 from nodes.zone import Ttls
 from sim.accounting import WireCost, steps_cost
-from sim.engines import RESOLVER_PORT, Engine, EngineOutput, RunPlan
+from sim.engines import Engine, EngineOutput, RunPlan
 from sim.hierarchy import Hierarchy, build_hierarchy
 from sim.scenario import Scenario, ScenarioError, SchemeSpec, resolved_yaml
 from sim.workload import Job, build_jobs
@@ -134,13 +134,14 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
         resolvers={}, agents={}, agent_order=list(network.agents), role_of=network.role_of,
         path=network.path, jobs=jobs, requests={},
         server_time=sc.network.processing.server, resolver_time=sc.network.processing.resolver,
+        agent_time=sc.network.processing.agent,
         dns_port=dns_port, closed_loop=sc.workload.arrival.process == "closed",
     )
     for i, ip in enumerate(network.resolvers):
         plan.resolvers[ip] = hierarchy.resolver(seed=0, config=replace(config), name=ip)
         plan.resolvers[ip].rng = plan.make_rng(f"resolver{i}")
     for i, ip in enumerate(network.agents):
-        resolver = (network.resolvers[network.agent_resolver[i]], RESOLVER_PORT)
+        resolver = (network.resolvers[network.agent_resolver[i]], dns_port)
         plan.agents[ip] = StubAgent(resolver, plan.make_rng(f"agent{i}"), name=ip,
                                     option_code=hierarchy.option_code)
     start = start_zone(sc, ns)
@@ -261,7 +262,8 @@ class RunResult:
 
 
 def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | None = None,
-                 progress: Callable[[str], None] | None = None, write: bool = True) -> RunResult:
+                 progress: Callable[[str], None] | None = None, write: bool = True,
+                 live_port: int = 15353) -> RunResult:
     engine = engine or sc.engine
     run = engine_for(engine)
     ns = build_namespace(sc)
@@ -269,17 +271,23 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     start_zone(sc, ns)  # fail before running anything
     target_ids = {t.target: t.id for t in ns.tools.values()}
     cand = _candidates(ns)
-    records, load, timing = [], [], {}
+    records, load, replay, wall = [], [], {}, {}
+    processing = calibrate(sc, ns, jobs) if sc.network.processing.model == "calibrated" else {}
     for scheme in sc.schemes:
         if progress:
             progress(f"{sc.name}: scheme {scheme.name} on {engine} ({len(jobs)} queries)")
         plan, network = make_plan(sc, scheme, ns, jobs,
-                                  dns_port=53 if engine == "simpy" else 15353)
+                                  dns_port=53 if engine == "simpy" else live_port)
+        for kind, value in processing.items():
+            setattr(plan, f"{kind}_time", value)
         t = time.perf_counter()
         output = run(plan)
-        timing[scheme.name] = {"wall_s": time.perf_counter() - t,
-                               "schedule_error_ms": _error_stats(output.schedule_error),
-                               "warm_time_s": output.warm_time, "lost_packets": output.lost}
+        wall[scheme.name] = round(time.perf_counter() - t, 3)
+        replay[scheme.name] = {"schedule_error_ms": _error_stats(output.schedule_error),
+                               "warm_time_s": round(output.warm_time, 9),
+                               "end_time_s": round(output.end_time, 9),
+                               "lost_packets": output.lost,
+                               "completed": len(output.stubs)}
         done = {job.index: (job, stub) for job, stub in output.stubs}
         for job in jobs:
             job_, stub = done.get(job.index, (job, None))
@@ -293,9 +301,11 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
         load.extend(load_records(sc, engine, scheme, plan, output, network))
     df = pd.DataFrame(records)
     load_df = pd.DataFrame(load)
-    summary = summarise(sc, engine, df, ns)
+    summary = {**summarise(sc, engine, df, ns), "replay": replay}
+    if processing:
+        summary["calibrated_processing_s"] = {k: round(v, 9) for k, v in processing.items()}
     # wall-clock figures vary run to run; they go to the console, not into the result files
-    summary_for_console = {**summary, "timing": timing}
+    summary_for_console = {**summary, "wall_s": wall}
     out = None
     if write:
         out = Path(out_dir or sc.outputs.dir or Path("results") / sc.name)
@@ -307,12 +317,22 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     return RunResult(df, load_df, summary_for_console, out)
 
 
+def calibrate(sc: Scenario, ns: Namespace, jobs: list[Job], sample: int = 60) -> dict[str, float]:
+    """Median measured cost per node kind from a short simulated pre-run (seconds)."""
+    from sim.engine_simpy import run_simpy
+
+    plan, _ = make_plan(sc, sc.schemes[0], ns, jobs[:sample])
+    plan.measure = {}
+    run_simpy(plan)
+    return {kind: float(np.median(v)) for kind, v in sorted(plan.measure.items()) if v}
+
+
 def _error_stats(errors: list[float]) -> dict[str, float]:
     if not errors:
         return {}
     arr = np.abs(np.asarray(errors)) * 1000
-    return {"median": float(np.median(arr)), "p99": float(np.percentile(arr, 99)),
-            "max": float(arr.max())}
+    return {"median": round(float(np.median(arr)), 6),
+            "p99": round(float(np.percentile(arr, 99)), 6), "max": round(float(arr.max()), 6)}
 
 
 def summarise(sc: Scenario, engine: str, df: pd.DataFrame, ns: Namespace) -> dict:
@@ -357,7 +377,8 @@ def write_outputs(out: Path, sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
     _atomic(out / "results.parquet", lambda p: df.to_parquet(p, index=False))
     _atomic(out / "results.csv", lambda p: df.to_csv(p, index=False))
     _atomic(out / "nodes.csv", lambda p: load.to_csv(p, index=False))
-    _atomic(out / "summary.json",
-            lambda p: Path(p).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8"))
     _atomic(out / "scenario.yaml",
             lambda p: Path(p).write_text(resolved_yaml(sc), encoding="utf-8"))
+    # summary.json last: its presence marks a finished run (sweeps resume on it)
+    _atomic(out / "summary.json",
+            lambda p: Path(p).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8"))

@@ -3,9 +3,10 @@
 A scenario YAML says everything about a run: engine, seed, namespace, network and
 placement, the schemes to compare, the workload, cache TTLs, trust policy and outputs.
 Unknown keys and wrong types are rejected with one message per problem naming the file,
-the field and the problem (:class:`ScenarioError`). Relative paths are resolved against
-the scenario file's folder. ``resolved_yaml`` gives the fully defaulted scenario that is
-saved beside the results.
+the field and the problem (:class:`ScenarioError`). Relative input paths (catalogue,
+queries, topology file, trace) are resolved against the scenario file's folder; the
+output directory is relative to where the command runs, like ``--out``.
+``resolved_yaml`` gives the fully defaulted scenario that is saved beside the results.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class DelaySpec(_Model):
     @model_validator(mode="after")
     def _check(self) -> DelaySpec:
         if self.dist == "empirical" and not self.samples:
-            raise ValueError("an empirical delay needs 'samples'")
+            raise ValueError("samples: an empirical delay needs samples")
         return self
 
 
@@ -48,11 +49,14 @@ class LinkSpecModel(_Model):
 
 
 class ProcessingSpec(_Model):
-    """Per-message processing time of nodes (seconds), or calibrated from measured cost."""
+    """Per-message processing time of nodes (seconds) in the simulation, or ``calibrated``:
+    measured on this machine by a short simulated pre-run of the same plan (median cost of
+    ``handle``/``receive`` per node kind), then used as fixed values."""
 
     model: Literal["fixed", "calibrated"] = "fixed"
     server: Seconds = 50e-6
     resolver: Seconds = 20e-6
+    agent: Seconds = 0.0
 
 
 class NamespaceSpec(_Model):
@@ -73,7 +77,7 @@ class NamespaceSpec(_Model):
     @model_validator(mode="after")
     def _check(self) -> NamespaceSpec:
         if self.source == "catalog" and not self.catalog:
-            raise ValueError("source 'catalog' needs 'catalog' (a catalogue JSONL path)")
+            raise ValueError("catalog: needed when source is 'catalog' (a catalogue JSONL path)")
         return self
 
 
@@ -91,7 +95,7 @@ class NetworkSpec(_Model):
     @model_validator(mode="after")
     def _check(self) -> NetworkSpec:
         if self.topology == "file" and not self.file:
-            raise ValueError("topology 'file' needs 'file' (a GML or GraphML path)")
+            raise ValueError("file: needed when topology is 'file' (a GML or GraphML path)")
         return self
 
 
@@ -119,7 +123,8 @@ class ArrivalSpec(_Model):
     @model_validator(mode="after")
     def _check(self) -> ArrivalSpec:
         if self.process == "trace" and not self.trace:
-            raise ValueError("process 'trace' needs 'trace' (a CSV with columns time,query)")
+            raise ValueError(
+                "trace: needed when process is 'trace' (a CSV with columns time,query)")
         return self
 
 
@@ -149,7 +154,7 @@ class TrustSpec(_Model):
     @model_validator(mode="after")
     def _check(self) -> TrustSpec:
         if self.policy == "org" and not self.org:
-            raise ValueError("policy 'org' needs 'org' (the organisation to trust)")
+            raise ValueError("org: needed when policy is 'org' (the organisation to trust)")
         return self
 
 
@@ -210,22 +215,27 @@ class Scenario(_Model):
 
 
 def _set_dotted(data: dict, dotted: str, value: Any) -> None:
+    """Set ``a.b.0.c`` in nested dicts/lists; new keys are left for validation to judge."""
     parts = dotted.split(".")
     node: Any = data
-    for part in parts[:-1]:
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
         if isinstance(node, list):
-            node = node[int(part)]
-        elif isinstance(node, dict) and isinstance(node.get(part), dict | list):
-            node = node[part]
+            if not (part.isdigit() and int(part) < len(node)):
+                raise ValueError(f"'{dotted}' is not a field of the scenario")
+            if last:
+                node[int(part)] = value
+            else:
+                node = node[int(part)]
+        elif isinstance(node, dict):
+            if last and (part in node or parts[i - 1:i] == ["params"]):  # params is free-form
+                node[part] = value
+            elif isinstance(node.get(part), dict | list):
+                node = node[part]
+            else:
+                raise ValueError(f"'{dotted}' is not a field of the scenario")
         else:
             raise ValueError(f"'{dotted}' is not a field of the scenario")
-    last = parts[-1]
-    if isinstance(node, list):
-        node[int(last)] = value
-    elif isinstance(node, dict) and last in node:
-        node[last] = value
-    else:
-        raise ValueError(f"'{dotted}' is not a field of the scenario")
 
 
 # ---------------------------------------------------------------------------- loading
@@ -235,18 +245,42 @@ _PATH_FIELDS = (("namespace", "catalog"), ("namespace", "queries"), ("network", 
 
 
 def _format_errors(path: Path, exc: ValidationError) -> str:
+    """One line per problem: ``FILE: dotted.field: problem``."""
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        loc = [str(x) for x in err["loc"]]
         msg = err["msg"]
-        if err["type"] == "extra_forbidden":
+        kind = err["type"]
+        if kind == "extra_forbidden":
             msg = "unknown field"
-        elif err["type"] == "missing":
+        elif kind == "missing":
             msg = "required field is missing"
-        lines.append(f"{path}: {loc}: {msg} (got {err.get('input')!r})"
-                     if err["type"] not in ("extra_forbidden", "missing") else
-                     f"{path}: {loc}: {msg}")
+        elif kind == "value_error":
+            msg = msg.removeprefix("Value error, ")
+            field, sep, rest = msg.partition(": ")
+            if sep and field.isidentifier():  # our validators name the field they judge
+                loc.append(field)
+                msg = rest
+        given = err.get("input")
+        if kind not in ("extra_forbidden", "missing", "value_error") and not isinstance(
+                given, dict | list):
+            msg += f" (got {given!r})"
+        lines.append(f"{path}: {'.'.join(loc) or '(top level)'}: {msg}")
     return "\n".join(lines)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that rejects a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -257,12 +291,14 @@ def load_scenario(path: str | Path) -> Scenario:
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read the file ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f"line {where.line + 1}: " if where is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ScenarioError(f"{path}: {line}not valid YAML ({problem})") from None
+    if data is None:
+        raise ScenarioError(f"{path}: (top level): the file is empty")
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: (top level): a scenario must be a mapping of fields, "
                             f"got {type(data).__name__}")
@@ -288,12 +324,16 @@ def _resolve_paths(scenario: Scenario, path: Path) -> Scenario:
             raise ScenarioError(f"{path}: {'.'.join(fields)}: file not found ({resolved})")
         node[fields[-1]] = str(resolved)
     if scenario.sweep is not None:
-        for key in scenario.sweep.grid:
-            try:
-                scenario.with_overrides({key: scenario.sweep.grid[key][0]})
-            except (ValueError, ValidationError, IndexError) as exc:
-                first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-                raise ScenarioError(f"{path}: sweep.grid.{key}: {first}") from None
+        for key, values in scenario.sweep.grid.items():
+            for value in values:
+                try:
+                    scenario.with_overrides({key: value})
+                except ValidationError as exc:
+                    first = _format_errors(path, exc).splitlines()[0].split(": ", 2)[-1]
+                    raise ScenarioError(f"{path}: sweep.grid.{key}: value {value!r}: {first}"
+                                        ) from None
+                except ValueError as exc:
+                    raise ScenarioError(f"{path}: sweep.grid.{key}: {exc}") from None
     return Scenario.model_validate(data)
 
 

@@ -400,11 +400,12 @@ def synthetic(
     for i in range(n_tools):
         zone = leaves[i % len(leaves)]
         tools[f"t{i:07d}"] = make_tool(i, zone, rng.choice(publishers), [])
-    # certified organisations with logical subdomains beside public branches
-    top = zones[TLD].children
+    # certified organisations with logical subdomains beside public branches; at depth 1
+    # the top-level zones are leaves themselves, so org zones sit beside them under tools.
+    top = list(zones[TLD].children)
     for o in range(n_orgs):
         org = word(2)
-        branch = top[o % len(top)]
+        branch = top[o % len(top)] if depth > 1 else TLD
         zone = f"{org}.{branch}"
         zones[zone] = ZoneNode(zone, org=org)
         zones[branch].children.append(zone)

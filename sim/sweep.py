@@ -1,0 +1,276 @@
+"""Parameter sweeps: one scenario run per point of a grid over dotted scenario fields.
+
+A scenario's ``sweep:`` section (:class:`sim.scenario.SweepSpec`) maps dotted fields to
+lists of values; the points are their cartesian product in file order (the last field
+varies fastest). Each point is the scenario with those fields replaced, no sweep section
+and no plots, run by :func:`sim.runner.run_scenario` into ``<out>/points/<point id>/`` in
+a pool of spawned worker processes.
+
+A point whose folder already holds ``summary.json`` (written atomically by the runner) is
+not run again, so an interrupted sweep resumes where it stopped. The point id is the
+point's index plus a short hash of its whole scenario, so changing the base scenario or
+the grid never reuses results computed for something else. When all points are done,
+``sweep.csv`` and ``sweep.parquet`` hold one row per (point, scheme): the grid values and
+the scheme's summary metrics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import multiprocessing
+import os
+import signal
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sim.scenario import Scenario, ScenarioError, resolved_yaml
+
+SUMMARY = "summary.json"
+# metrics shown in the console table (all of them go to the files): key, label, format
+SHOWN = (("success", "success", "{:.1%}"), ("hit_at_k", "hit@K", "{:.1%}"),
+         ("mean_round_trips", "RTTs", "{:.2f}"), ("median_latency_ms", "median ms", "{:.2f}"),
+         ("mean_bytes_down", "bytes down", "{:.0f}"), ("mean_tools_examined", "C(q)", "{:.1f}"))
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    index: int
+    id: str
+    overrides: dict[str, Any]
+    scenario: Scenario
+
+
+@dataclass
+class SweepResult:
+    out_dir: Path
+    points: list[SweepPoint]
+    table: pd.DataFrame
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def expand_grid(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The cartesian product of the grid, in file order (the last field varies fastest)."""
+    keys = list(grid)
+    return [dict(zip(keys, combo, strict=True))
+            for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def _shown(overrides: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in overrides.items())
+
+
+def sweep_points(scenario: Scenario) -> list[SweepPoint]:
+    """Every point of the scenario's grid, validated, with a stable id."""
+    if scenario.sweep is None:
+        raise ScenarioError(f"sweep: scenario {scenario.name!r} has no sweep section")
+    points = []
+    for index, overrides in enumerate(expand_grid(scenario.sweep.grid)):
+        try:
+            sc = scenario.with_overrides(overrides)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            raise ScenarioError(f"sweep.grid: point {index} ({_shown(overrides)}): {loc}: "
+                                f"{err['msg']} (got {err.get('input')!r})") from None
+        except (ValueError, IndexError) as exc:
+            raise ScenarioError(f"sweep.grid: point {index} ({_shown(overrides)}): "
+                                f"{exc}") from None
+        sc = sc.model_copy(update={"sweep": None,
+                                   "outputs": sc.outputs.model_copy(update={"dir": None,
+                                                                            "plots": False})})
+        digest = hashlib.sha256(json.dumps(sc.model_dump(mode="json", exclude={"name"}),
+                                           sort_keys=True).encode()).hexdigest()[:8]
+        point_id = f"{index:03d}-{digest}"
+        sc = sc.model_copy(update={"name": f"{scenario.name}-{point_id}"})
+        points.append(SweepPoint(index, point_id, overrides, sc))
+    return points
+
+
+def _is_done(point_dir: Path) -> bool:
+    """``summary.json`` marks a finished point (the runner writes ``scenario.yaml`` just after
+    it, so both must be there)."""
+    try:
+        json.loads((point_dir / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (point_dir / "scenario.yaml").exists()
+
+
+def _run_point(data: dict, out_dir: str) -> None:
+    """Worker: run one point (imported lazily so the parent stays light)."""
+    from sim.runner import run_scenario
+
+    run_scenario(Scenario.model_validate(data), out_dir=out_dir, write=True)
+
+
+def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _grid_column(values: list[Any]) -> list[Any]:
+    """Scalars of one type stay as they are; anything else becomes JSON text."""
+    kinds = {type(v) for v in values if v is not None}
+    if kinds <= {int, float} or (len(kinds) == 1 and kinds <= {str, bool}):
+        return values
+    return [json.dumps(v, sort_keys=True) for v in values]
+
+
+def collect(points: list[SweepPoint], out_dir: Path) -> pd.DataFrame:
+    """One row per (point, scheme) of the finished points: grid values and summary metrics."""
+    rows: list[dict[str, Any]] = []
+    keys = list(points[0].overrides) if points else []
+    for p in points:
+        path = out_dir / "points" / p.id / SUMMARY
+        if not path.exists():
+            continue
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        for scheme, metrics in summary["schemes"].items():
+            rows.append({"point": p.id, **p.overrides, "scheme": scheme, **metrics})
+    df = pd.DataFrame(rows, columns=None if rows else ["point", *keys, "scheme"])
+    for key in keys:
+        if len(df):
+            df[key] = _grid_column(df[key].tolist())
+    return df
+
+
+def print_table(df: pd.DataFrame, keys: list[str], console: Console, title: str) -> None:
+    table = Table(title=title)
+    table.add_column("point")
+    for key in keys:
+        table.add_column(key, justify="right", overflow="fold")
+    table.add_column("scheme")
+    shown = [(key, fmt) for key, label, fmt in SHOWN if key in df.columns]
+    for key, label, _ in SHOWN:
+        if key in df.columns:
+            table.add_column(label, justify="right")
+    for row in df.to_dict("records"):
+        cells = [row["point"], *(row[k] for k in keys), row["scheme"]]
+        table.add_row(*(escape(str(c)) for c in cells),
+                      *(_fmt(fmt, row[key]) for key, fmt in shown))
+    console.print(table)
+
+
+def _fmt(fmt: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    return fmt.format(value)
+
+
+def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = None,
+              use_ray: bool = False, console: Console | None = None) -> SweepResult:
+    """Run every point not finished yet, then write ``sweep.csv`` and ``sweep.parquet``.
+
+    ``workers`` defaults to the scenario's ``sweep.workers``. Points that fail are reported
+    in :attr:`SweepResult.failed` (the others still run and are tabulated).
+    """
+    if use_ray:
+        raise NotImplementedError("Ray sweeps arrive with the Ray engine issue")
+    if scenario.sweep is None:
+        raise ScenarioError(f"sweep: scenario {scenario.name!r} has no sweep section")
+    workers = scenario.sweep.workers if workers is None else workers
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    console = console or Console()
+    out = Path(out_dir)
+    points = sweep_points(scenario)  # validate every point before creating anything
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out / "scenario.yaml",
+                  lambda p: Path(p).write_text(resolved_yaml(scenario), encoding="utf-8"))
+    result = SweepResult(out, points, pd.DataFrame())
+    todo = []
+    for p in points:
+        if _is_done(out / "points" / p.id):
+            result.skipped.append(p.id)
+        else:
+            todo.append(p)
+    if result.skipped:
+        console.print(f"{len(result.skipped)} of {len(points)} points already done in "
+                      f"{out}/points/", style="dim")
+    if todo:
+        _run_pool(todo, out, min(workers, len(todo)), console, result)
+    table = collect(points, out)
+    _atomic_write(out / "sweep.csv", lambda p: table.to_csv(p, index=False))
+    _atomic_write(out / "sweep.parquet", lambda p: table.to_parquet(p, index=False))
+    result.table = table
+    print_table(table, list(scenario.sweep.grid), console,
+                f"sweep {scenario.name}: {len(points)} points x {len(scenario.schemes)} schemes")
+    return result
+
+
+def _ignore_sigint() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (it stops the workers)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Drop queued points and stop running ones; finished points are already on disk."""
+    if hasattr(pool, "terminate_workers"):  # Python 3.14+
+        pool.terminate_workers()
+        return
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # gone after shutdown
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.terminate()
+
+
+def _run_pool(todo: list[SweepPoint], out: Path, workers: int, console: Console,
+              result: SweepResult) -> None:
+    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn())
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_ignore_sigint)
+    try:
+        with Progress(*columns, console=console) as progress:
+            task = progress.add_task(f"{len(todo)} points on {workers} workers",
+                                     total=len(todo))
+            # workers start during the submits; they inherit an ignored SIGINT, so Ctrl-C
+            # reaches only this process, which stops them
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                pending: dict[Future, SweepPoint] = {
+                    pool.submit(_run_point, p.scenario.model_dump(mode="json"),
+                                str(out / "points" / p.id)): p
+                    for p in todo
+                }
+            finally:
+                signal.signal(signal.SIGINT, previous)
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    p = pending.pop(fut)
+                    exc = fut.exception()
+                    if exc is None:
+                        result.ran.append(p.id)
+                    else:
+                        result.failed[p.id] = f"{type(exc).__name__}: {exc}"
+                        progress.console.print(f"[red]point {p.id} failed:[/red] "
+                                               f"{escape(result.failed[p.id])}",
+                                               highlight=False)
+                    progress.advance(task)
+    except BaseException:  # interrupted: stop now; finished points stay for a resume
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
+    result.ran.sort()
