@@ -539,7 +539,7 @@ class RecursiveResolver:
                         branches = _narrow(mocked, width) + branches
                         continue
                 bailiwick, servers = self._servers_for(zone, known)
-                if bailiwick == zone:
+                if bailiwick == zone and zone not in known:
                     result.cache["ns_hit"] += 1
                 asks.append(Ask(cursor_name(req.service, zone, req.proto), QTYPE.SRV,
                                 servers, intent))
@@ -591,32 +591,28 @@ class RecursiveResolver:
     def _resolve_targets(self, endpoints: list[Endpoint], result: DiscoveryResult,
                          known: dict[str, tuple[Address, ...]]):
         """A lookups for SRV targets (one parallel round), unless cached."""
+        addresses: dict[str, str] = {}
         need: list[Endpoint] = []
-        out: list[Endpoint] = []
         for ep in endpoints:
             addr = self._get(self._addr, ep.target)
             if addr is None and self.config.a_from_additional and ep.address:
                 addr = ep.address
             if addr is not None:
                 result.cache["a_hit"] += 1
-            else:
+                addresses[ep.target] = addr  # type: ignore[assignment]
+            elif ep.target not in {n.target for n in need}:
                 need.append(ep)
-        asks = []
-        for ep in need:
-            _, servers = self._servers_for(ep.zone, known)
-            asks.append(Ask(ep.target, QTYPE.A, servers, None))
+        asks = [Ask(ep.target, QTYPE.A, self._servers_for(ep.zone, known)[1], None)
+                for ep in need]
         replies = (yield asks) if asks else []
         for ep, reply in zip(need, replies, strict=True):
             a = [rr for rr in (reply.msg.rr if reply.msg else []) if rr.rtype == QTYPE.A
                  and normalise(rr.rname) == ep.target]
             if a:
-                self._put(self._addr, ep.target, str(a[0].rdata), a[0].ttl)
-        for ep in endpoints:
-            addr = self._get(self._addr, ep.target)
-            if addr is None and self.config.a_from_additional:
-                addr = ep.address
-            out.append(Endpoint(ep.target, addr, ep.port, ep.priority, ep.weight, ep.zone))  # type: ignore[arg-type]
-        return [e for e in out if e.address is not None]
+                addresses[ep.target] = str(a[0].rdata)
+                self._put(self._addr, ep.target, addresses[ep.target], a[0].ttl)
+        return [Endpoint(ep.target, addresses[ep.target], ep.port, ep.priority, ep.weight,
+                         ep.zone) for ep in endpoints if ep.target in addresses]
 
     def _iterate(self, qname: str, qtype: int, intent: Intent | None, result: DiscoveryResult):
         """Plain iterative resolution of a literal name, as an unmodified resolver does."""

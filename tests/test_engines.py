@@ -9,22 +9,14 @@ from pathlib import Path
 import pytest
 
 from sim.runner import run_scenario
-from sim.scenario import Scenario
+from sim.scenario import Scenario, load_scenario
 
-SMALL = {
-    "name": "engines-small",
-    "seed": 5,
-    "namespace": {"tools": 300, "branching": 3, "depth": 2, "orgs": 1, "replicas": 2},
-    "network": {"topology": "star", "nodes": 6,
-                "link": {"delay": {"dist": "constant", "mean": 0.012}},
-                "resolvers": 1, "agents": 1,
-                "processing": {"model": "fixed", "server": 1.0e-4, "resolver": 3.0e-4}},
-    "schemes": [{"name": "tooldns", "k": 3}, {"name": "beam2", "k": 3, "beam": 2},
-                {"name": "warmed", "k": 2, "warm": True}],
-    "workload": {"queries": 16, "pool": 10, "popularity": "zipf",
-                 "arrival": {"process": "closed", "think": 0.02}, "phases": 1},
-    "outputs": {"plots": False},
-}
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def small() -> Scenario:
+    """scenarios/engines-small.yaml: fixed delays, no loss, one closed-loop agent."""
+    return load_scenario(SCENARIOS / "engines-small.yaml")
 
 
 def _digest(path: Path) -> dict[str, str]:
@@ -33,7 +25,8 @@ def _digest(path: Path) -> dict[str, str]:
 
 
 def test_simpy_runs_are_byte_identical(tmp_path: Path) -> None:
-    sc = Scenario.model_validate({**SMALL, "outputs": {"plots": True}})
+    # fixed processing times: calibration measures this machine and is not reproducible
+    sc = small().with_overrides({"outputs.plots": True, "network.processing.model": "fixed"})
     a = run_scenario(sc, out_dir=tmp_path / "a")
     run_scenario(sc, out_dir=tmp_path / "b")
     assert a.records["success"].all()
@@ -50,8 +43,8 @@ def test_simpy_runs_are_byte_identical(tmp_path: Path) -> None:
 def test_simpy_and_live_agree(tmp_path: Path) -> None:
     # the simulation's processing times are measured on this machine (calibrated), since
     # the live engine pays real Python costs per message
-    sc = Scenario.model_validate(SMALL).with_overrides(
-        {"network.processing.model": "calibrated"})
+    sc = small()
+    assert sc.network.processing.model == "calibrated"
     sim = run_scenario(sc, engine="simpy", out_dir=tmp_path / "sim").records
     live = run_scenario(sc, engine="live", out_dir=tmp_path / "live",
                         live_port=20000 + os.getpid() % 20000).records
