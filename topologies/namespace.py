@@ -68,7 +68,8 @@ class ZoneNode:
 
     @property
     def depth(self) -> int:
-        return 0 if self.name == ROOT else self.name.count(".")
+        """Levels below ``tools.`` (``tools.`` is 0, the root -1)."""
+        return -1 if self.name == ROOT else self.name.count(".") - 1
 
 
 @dataclass(frozen=True)
