@@ -187,6 +187,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     print_summary(result.summary, console)
+    if result.summary["engine"] == "live":
+        console.print("live engine: link delay and loss emulated in user space by the socket "
+                      "adapters (no netem qdisc on this machine)", style="dim")
+        for scheme, replay in result.summary["replay"].items():
+            err = replay["schedule_error_ms"]
+            if err:
+                console.print(f"  {scheme}: replay timing error vs schedule: median "
+                              f"{err['median']:.3f} ms, p99 {err['p99']:.3f} ms, max "
+                              f"{err['max']:.3f} ms", style="dim")
     console.print(f"results written to {result.out_dir}/ (results.parquet, results.csv, "
                   f"nodes.csv, summary.json, scenario.yaml, plots)")
     return 0

@@ -8,8 +8,6 @@ the same :class:`sim.engines.EngineOutput`, so records never depend on the engin
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,6 +20,7 @@ from nodes.agent import StubAgent, StubResult
 from nodes.resolver import Discovery, DiscoveryResult, ResolverConfig
 from nodes.zone import Ttls
 from sim.accounting import WireCost, steps_cost
+from sim.atomic import atomic_write
 from sim.engines import Engine, EngineOutput, RunPlan
 from sim.hierarchy import Hierarchy, build_hierarchy
 from sim.scenario import Scenario, ScenarioError, SchemeSpec, resolved_yaml
@@ -359,26 +358,15 @@ def summarise(sc: Scenario, engine: str, df: pd.DataFrame, ns: Namespace) -> dic
             "namespace_stats": ns.stats(), "schemes": schemes}
 
 
-def _atomic(path: Path, write: Callable[[str], None]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def write_outputs(out: Path, sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
                   summary: dict) -> None:
     """Each file is written to a temporary name and renamed into place."""
     out.mkdir(parents=True, exist_ok=True)
-    _atomic(out / "results.parquet", lambda p: df.to_parquet(p, index=False))
-    _atomic(out / "results.csv", lambda p: df.to_csv(p, index=False))
-    _atomic(out / "nodes.csv", lambda p: load.to_csv(p, index=False))
-    _atomic(out / "scenario.yaml",
+    atomic_write(out / "results.parquet", lambda p: df.to_parquet(p, index=False))
+    atomic_write(out / "results.csv", lambda p: df.to_csv(p, index=False))
+    atomic_write(out / "nodes.csv", lambda p: load.to_csv(p, index=False))
+    atomic_write(out / "scenario.yaml",
             lambda p: Path(p).write_text(resolved_yaml(sc), encoding="utf-8"))
     # summary.json last: its presence marks a finished run (sweeps resume on it)
-    _atomic(out / "summary.json",
+    atomic_write(out / "summary.json",
             lambda p: Path(p).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8"))

@@ -20,10 +20,7 @@ import hashlib
 import itertools
 import json
 import multiprocessing
-import os
 import signal
-import tempfile
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +33,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sim.atomic import atomic_write
 from sim.scenario import Scenario, ScenarioError, resolved_yaml
 
 SUMMARY = "summary.json"
@@ -118,17 +116,6 @@ def _run_point(data: dict, out_dir: str) -> None:
     run_scenario(Scenario.model_validate(data), out_dir=out_dir, write=True)
 
 
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _grid_column(values: list[Any]) -> list[Any]:
     """Scalars of one type stay as they are; anything else becomes JSON text."""
     kinds = {type(v) for v in values if v is not None}
@@ -196,7 +183,7 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     out = Path(out_dir)
     points = sweep_points(scenario)  # validate every point before creating anything
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out / "scenario.yaml",
+    atomic_write(out / "scenario.yaml",
                   lambda p: Path(p).write_text(resolved_yaml(scenario), encoding="utf-8"))
     result = SweepResult(out, points, pd.DataFrame())
     todo = []
@@ -211,8 +198,8 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     if todo:
         _run_pool(todo, out, min(workers, len(todo)), console, result)
     table = collect(points, out)
-    _atomic_write(out / "sweep.csv", lambda p: table.to_csv(p, index=False))
-    _atomic_write(out / "sweep.parquet", lambda p: table.to_parquet(p, index=False))
+    atomic_write(out / "sweep.csv", lambda p: table.to_csv(p, index=False))
+    atomic_write(out / "sweep.parquet", lambda p: table.to_parquet(p, index=False))
     result.table = table
     print_table(table, list(scenario.sweep.grid), console,
                 f"sweep {scenario.name}: {len(points)} points x {len(scenario.schemes)} schemes")
