@@ -16,7 +16,7 @@ import numpy as np
 
 from nodes.agent import StubResult
 from sim.engines import EngineOutput, RunPlan
-from sim.live import NodeEndpoint, ServerEndpoint, raise_fd_limit
+from sim.live import NodeEndpoint, ServerEndpoint, call_precisely, raise_fd_limit
 from sim.workload import Job
 
 DRAIN_TIMEOUT = 30.0  # seconds to wait for stragglers after the last scheduled query
@@ -96,7 +96,7 @@ async def _run(plan: RunPlan) -> EngineOutput:
                                    for a in range(len(plan.agent_order))))
         else:
             for job in plan.jobs:
-                loop.call_at(origin + t0 + job.at, ask, job)
+                call_precisely(origin + t0 + job.at - loop.time(), ask, job)
             last = max((j.at for j in plan.jobs), default=0.0)
             await asyncio.wait(list(finished.values()), timeout=last + DRAIN_TIMEOUT)
         out.end_time = loop.time() - origin
