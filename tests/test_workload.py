@@ -1,0 +1,103 @@
+"""Workloads: query pools, popularity, arrival processes, phases, trust start zones."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim.runner import build_namespace, run_scenario, start_zone
+from sim.scenario import Scenario, ScenarioError
+from sim.workload import build_jobs, generated_queries
+
+
+def _sc(**workload: object) -> Scenario:
+    return Scenario.model_validate({
+        "name": "wl", "seed": 3,
+        "namespace": {"tools": 400, "branching": 4, "depth": 2, "orgs": 2},
+        "workload": {"queries": 400, **workload},
+        "network": {"agents": 5},
+        "outputs": {"plots": False},
+    })
+
+
+def test_poisson_arrivals_have_the_configured_rate() -> None:
+    sc = _sc(arrival={"process": "poisson", "rate": 20.0})
+    jobs = build_jobs(sc, build_namespace(sc), 5)
+    gaps = np.diff([j.at for j in jobs])
+    assert abs(1 / gaps.mean() - 20.0) < 3.0
+    assert {j.agent for j in jobs} == set(range(5))
+
+
+def test_zipf_popularity_is_skewed_and_uniform_is_not() -> None:
+    top_share = {}
+    for pop in ("zipf", "uniform"):
+        sc = _sc(popularity=pop, pool=50)
+        counts = Counter(j.query.text for j in build_jobs(sc, build_namespace(sc), 5))
+        top_share[pop] = counts.most_common(1)[0][1] / 400
+    assert top_share["zipf"] > 0.15 > top_share["uniform"]
+
+
+def test_phases_repeat_the_sequence_after_a_gap() -> None:
+    sc = _sc(queries=30, phases=3, gap=100.0)
+    jobs = build_jobs(sc, build_namespace(sc), 5)
+    assert len(jobs) == 90
+    phases = [[j for j in jobs if j.phase == p] for p in range(3)]
+    assert [j.query for j in phases[0]] == [j.query for j in phases[2]]
+    assert phases[1][0].at >= phases[0][-1].at + 100.0
+
+
+def test_duration_cuts_the_schedule() -> None:
+    sc = _sc(arrival={"process": "poisson", "rate": 10.0}).with_overrides({"duration": 5.0})
+    jobs = build_jobs(sc, build_namespace(sc), 5)
+    assert jobs and max(j.at for j in jobs) <= 5.0 and len(jobs) < 400
+
+
+def test_closed_loop_jobs_have_no_schedule_but_think_times() -> None:
+    sc = _sc(arrival={"process": "closed", "think": 0.5})
+    jobs = build_jobs(sc, build_namespace(sc), 5)
+    assert all(j.at is None for j in jobs)
+    assert abs(np.mean([j.think for j in jobs]) - 0.5) < 0.1
+
+
+def test_trace_replay(tmp_path: Path) -> None:
+    sc = _sc(queries=5)
+    ns = build_namespace(sc)
+    trace = tmp_path / "trace.csv"
+    rows = [(0.5, ns.queries[0].id), (0.1, ns.queries[1].text), (2.0, ns.queries[0].id)]
+    trace.write_text("time,query\n" + "".join(f"{t},{q}\n" for t, q in rows))
+    sc = sc.with_overrides({"workload.arrival.process": "trace",
+                            "workload.arrival.trace": str(trace)})
+    jobs = build_jobs(sc, ns, 5)
+    assert [j.at for j in jobs] == [0.1, 0.5, 2.0]
+    assert [j.query.id for j in jobs] == [ns.queries[1].id, ns.queries[0].id, ns.queries[0].id]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time,query\n1.0,no such query\n")
+    with pytest.raises(ScenarioError, match=r"bad\.csv:2"):
+        build_jobs(sc.with_overrides({"workload.arrival.trace": str(bad)}), ns, 5)
+
+
+def test_generated_queries_are_labelled_and_point_at_their_tool() -> None:
+    sc = _sc()
+    ns = build_namespace(sc)
+    queries = generated_queries(ns, 20, random.Random(1))
+    assert all(q.source == "generated" and q.truth[0] in ns.tools for q in queries)
+    assert all(ns.tools[q.truth[0]].name in q.text for q in queries)
+
+
+def test_org_trust_policy_starts_at_the_org_zone_and_returns_only_its_tools(
+        tmp_path: Path) -> None:
+    sc = _sc(queries=20)
+    ns = build_namespace(sc)
+    org = next(node.org for node in ns.zones.values() if node.org)
+    trusted = sc.with_overrides({"trust.policy": "org", "trust.org": org})
+    zone = start_zone(trusted, ns)
+    assert ns.zones[zone].org == org
+    records = run_scenario(trusted, out_dir=tmp_path).records
+    returned = [t for r in records.returned.dropna() for t in r.split()]
+    assert returned and all(ns.tools[t].org == org for t in returned)
+    with pytest.raises(ScenarioError, match=r"trust\.org"):
+        start_zone(sc.with_overrides({"trust.policy": "org", "trust.org": "nobody"}), ns)
