@@ -59,3 +59,18 @@ def test_simpy_and_live_agree(tmp_path: Path) -> None:
         s = sim[sim.scheme == scheme].latency_ms.median()
         m = live[live.scheme == scheme].latency_ms.median()
         assert abs(m - s) / s < 0.10, (scheme, s, m)
+
+
+def test_outputs_load_back_for_analysis(tmp_path: Path) -> None:
+    from analysis.results import load_run, load_runs
+
+    sc = small().with_overrides({"network.processing.model": "fixed"})
+    result = run_scenario(sc, out_dir=tmp_path / "r")
+    run = load_run(tmp_path / "r")
+    assert run.records.equals(result.records)
+    assert run.summary["schemes"].keys() == result.summary["schemes"].keys()
+    assert run.scenario["name"] == "engines-small"
+    assert set(run.by_scheme().index) == {"tooldns", "beam2", "warmed"}
+    assert set(run.nodes.role) >= {"server", "resolver", "agent"}
+    both = load_runs([tmp_path / "r", tmp_path / "r"])
+    assert len(both) == 2 * len(run.records)
