@@ -14,9 +14,13 @@ What it measures
       SRV + A; one fixed intent, and a pool of distinct intents cycled), a plain A query for
       a tool target, and a plain fully expanded SRV query (whole RRset, truncated at 512
       bytes); plus one row with the default server answering from its packet cache;
-    * pieces of the semantic leaf path: ``tokenize``, BM25 scoring of the leaf's tool index
-      (``_BM25Index.scores``), ``top_k``, ``_answer`` (everything between parse and encode)
-      and ``_fit`` (``ReplyBuilder`` encoding with OPT and size limit);
+    * the semantic leaf again with the name memos off (``nodes.codec.NAME_MEMO_SIZE`` and
+      ``AuthoritativeServer.NAME_MEMO`` set to 0): every query name is decoded and split
+      afresh, as for a name never seen before;
+    * pieces of the semantic leaf path: ``tokenize``, the numpy scoring API of the leaf's
+      tool index (``_BM25Index.scores`` and ``top_k``, what the resolver's query mock uses),
+      the server's ranking (``_BM25Index.rank``), ``_answer`` (everything between parse and
+      encode) and ``_fit`` (encoding with OPT and size limit);
     * a breakdown of handle() into parse / ``_answer`` / ``_fit`` / rest for the semantic
       leaf, the semantic intermediate zone and the plain A query, each stage timed inline
       while the three run in sequence (stages timed alone run faster than in context).
@@ -48,6 +52,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import io
@@ -68,6 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dnslib import QTYPE, DNSRecord
 
+from nodes import codec
 from nodes.authoritative import AuthoritativeServer
 from nodes.codec import parse_query, view_from_dnslib
 from nodes.scoring import tokenize, top_k
@@ -112,6 +118,33 @@ def _server_for(h: Hierarchy, zone: str, packet_cache: int | None = 0) -> Author
         [template._zones[z].data for z in template.zones], scorer=template.scorer,
         option_code=template.option_code, max_udp_size=template.max_udp_size,
         name=template.name, **extra)
+
+
+def _name_info(server: AuthoritativeServer, view: codec.QueryView) -> object:
+    """What handle() passes from its name memo to _answer and _fit."""
+    return server._name_info.get(view.qname) or server._learn_name(view.qname)
+
+
+class _NoCodecMemo:
+    """``fn``, measured with parse_query's name memo off (a context manager around timing)."""
+
+    def __init__(self, fn: Callable[[], object]) -> None:
+        self.fn = fn
+        self.saved: tuple[int, dict[bytes, str]] | None = None
+
+    def __call__(self) -> object:
+        return self.fn()
+
+    def __enter__(self) -> _NoCodecMemo:
+        self.saved = codec.NAME_MEMO_SIZE, codec._NAME_MEMO.copy()
+        codec.NAME_MEMO_SIZE = 0
+        codec._NAME_MEMO.clear()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.saved is not None
+        codec.NAME_MEMO_SIZE = self.saved[0]
+        codec._NAME_MEMO.update(self.saved[1])
 
 
 def _semantic_query(zone: str, text: str, k: int, service: str = "mcp") -> bytes:
@@ -185,13 +218,17 @@ def setup(args: argparse.Namespace) -> Setup:
         raise SystemExit("packet_cache=0 server reported cache hits")
 
     # Pieces of the semantic leaf path.
-    tools = leaf_srv._zones[leaf].tools["mcp/tcp"]
+    tools = leaf_srv._zones[leaf].tools[("mcp", "tcp")]
     index = tools.index
     scores = index.scores(text)
     view = parse_query(sem_leaf)
     assert view is not None
-    _, reply = leaf_srv._answer(view)
-    reply_len = len(leaf_srv._fit(view, reply, "udp"))
+    info = _name_info(leaf_srv, view)
+    _, reply = leaf_srv._answer(view, info)
+    reply_len = len(leaf_srv._fit(view, reply, "udp", info))
+    nomemo_srv = _server_for(h, leaf)
+    nomemo_srv.NAME_MEMO = 0  # type: ignore[misc]
+    _check(nomemo_srv, sem_leaf, "semantic leaf (no memo)", is_srv)
 
     n_children = len(ns.zones[middle].children)
     n_tld = len(ns.zones[TLD].children)
@@ -230,15 +267,21 @@ def setup(args: argparse.Namespace) -> Setup:
         ("handle: plain SRV (expanded, TC)",
          lambda: leaf_srv.handle(plain_srv, SRC, 0.0, "udp"),
          f"{uncached}; whole RRset, truncated"),
+        ("handle: semantic leaf, name memos off",
+         _NoCodecMemo(lambda: nomemo_srv.handle(sem_leaf, SRC, 0.0, "udp")),
+         f"{uncached}; every name decoded afresh"),
         ("handle: semantic leaf, packet-cache hit",
          lambda: cached_srv.handle(sem_leaf, SRC, 0.0, "udp"), "default packet_cache=4096"),
         ("  piece: tokenize intent", lambda: tokenize(text), f"{len(tokenize(text))} tokens"),
-        ("  piece: BM25 scores (leaf tool index)", lambda: index.scores(text), ""),
-        ("  piece: top_k", lambda: top_k(scores, k), f"over {len(scores)} scores"),
-        ("  piece: _answer (no parse, no encode)", lambda: leaf_srv._answer(view),
-         "decode, names, score, top_k, _Reply"),
-        ("  piece: _fit (ReplyBuilder encode + OPT)",
-         lambda: leaf_srv._fit(view, reply, "udp"), f"{reply_len} B"),
+        ("  piece: BM25 scores (numpy API)", lambda: index.scores(text),
+         "_BM25Index.scores (resolver query mock)"),
+        ("  piece: top_k (numpy API)", lambda: top_k(scores, k), f"over {len(scores)} scores"),
+        ("  piece: rank (server: score + top-K)", lambda: index.rank(text, k),
+         f"pure Python, {len(scores)} tools"),
+        ("  piece: _answer (no parse, no encode)", lambda: leaf_srv._answer(view, info),
+         "decode, names, rank, _Reply"),
+        ("  piece: _fit (encode + OPT)",
+         lambda: leaf_srv._fit(view, reply, "udp", info), f"{reply_len} B"),
     ]
     breakdowns = [("semantic leaf", leaf_srv, sem_leaf),
                   ("semantic intermediate", mid_srv, sem_mid),
@@ -251,11 +294,13 @@ def run(args: argparse.Namespace) -> tuple[list[Result], list[str]]:
     if args.profile:
         for label, fn, note in s.cases:
             if label.startswith("handle:") and "packet_cache=0" in note:
-                profile(label, fn, args.profile, args.profile_calls)
+                with fn if isinstance(fn, _NoCodecMemo) else contextlib.nullcontext():
+                    profile(label, fn, args.profile, args.profile_calls)
         return [], []
     results = []
     for label, fn, note in s.cases:
-        best, median, loops = measure(fn, args.repeat, args.min_time)
+        with fn if isinstance(fn, _NoCodecMemo) else contextlib.nullcontext():
+            best, median, loops = measure(fn, args.repeat, args.min_time)
         results.append(Result(label, best, median, loops, note))
         if args.verbose:
             print(f"  {label:45s} {best:9.2f} µs", file=sys.stderr, flush=True)
@@ -271,10 +316,11 @@ def breakdown_table(
     handle(): caches and branch predictors then hold only that stage. Here every stage is
     timed with ``perf_counter`` around it while the three run back to back, as in handle(),
     and the median over ``calls`` iterations is reported; handle() itself is timed the same
-    way. "rest" is handle() minus the three stages (counters, ``bytes(wire)``).
+    way. "rest" is handle() minus the three stages (counters, ``bytes(wire)``). The parse
+    stage includes the server's name-memo lookup (``_name_info``), as in handle().
     """
-    lines = ["| handle() case (packet_cache=0) | handle µs | parse_query µs | _answer µs "
-             "| _fit µs | rest µs |", "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| handle() case (packet_cache=0) | handle µs | parse_query + name memo µs "
+             "| _answer µs | _fit µs | rest µs |", "|---|---:|---:|---:|---:|---:|"]
     clock = time.perf_counter
     t0 = clock()
     for _ in range(calls):
@@ -288,10 +334,11 @@ def breakdown_table(
             for _ in range(calls):
                 t0 = clock()
                 view = parse_query(wire)
+                info = _name_info(server, view)  # type: ignore[arg-type]
                 t1 = clock()
-                _, reply = server._answer(view)  # type: ignore[arg-type]
+                _, reply = server._answer(view, info)  # type: ignore[arg-type]
                 t2 = clock()
-                server._fit(view, reply, "udp")  # type: ignore[arg-type]
+                server._fit(view, reply, "udp", info)  # type: ignore[arg-type]
                 t3 = clock()
                 parse_t.append(t1 - t0)
                 answer_t.append(t2 - t1)

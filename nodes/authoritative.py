@@ -15,38 +15,39 @@ NS hosts, referrals below delegations, NXDOMAIN/NODATA with SOA, AA set on its o
 Responses that do not fit the requester's UDP size go out truncated (TC, empty sections);
 the same server answers the retry over TCP. A peer's malformed input is answered with
 FORMERR when the header can be read and dropped otherwise; both are counted. Replies are
-built by :mod:`nodes.codec` from records prepared at zone load; a bounded packet cache
-(keyed on the query bytes after the ID) answers repeated queries.
+built from records encoded at zone load (:mod:`nodes.codec`); a bounded packet cache
+(keyed on the query bytes after the ID) answers repeated queries. Nothing else is cached
+between queries except what a query name alone determines (its decoded form, its ToolDNS
+parts and its suffix offsets, in small bounded memos): scoring, ranking and encoding run
+for every query the packet cache does not answer.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import struct
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from nodes.codec import (
+    RDATA,
     FormatError,
     QueryView,
     Rec,
-    ReplyBuilder,
     character_strings,
     opt_bytes,
     parse_query,
+    question_names,
     view_from_dnslib,
 )
-from nodes.scoring import BM25Scorer, ScoreIndex, Scorer, top_k
+from nodes.scoring import BM25Scorer, Ranker, ScoreIndex, Scorer, ranker
 from nodes.wire import (
     CLASSIC_UDP_SIZE,
     DEFAULT_EDNS_SIZE,
     DEFAULT_OPTION_CODE,
+    INTENT_VERSION,
     MAX_MESSAGE_SIZE,
-    Intent,
-    IntentError,
     is_subdomain,
     normalise,
     parse_tool_name,
@@ -54,6 +55,10 @@ from nodes.wire import (
 from nodes.zone import Address, Delegation, ToolRecord, ZoneData
 
 A, NS, SOA, TXT, SRV, ANY = 1, 2, 6, 16, 33, 255
+_HEADER = struct.Struct("!HHHHHH")
+_COUNTS3 = struct.Struct("!HHH")  # ANCOUNT, NSCOUNT, ARCOUNT
+_INTENT_HEADER = struct.Struct("!BHB")  # nodes.wire.Intent: version · length · K
+_RX = {"udp": "rx_udp", "tcp": "rx_tcp"}  # counter keys, not rebuilt per query
 NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED = 0, 1, 2, 3, 4, 5
 BADVERS = 16  # RFC 6891 extended RCODE
 ANSWER, AUTHORITY, ADDITIONAL = 1, 2, 3
@@ -88,15 +93,24 @@ def _txt(owner: str, strings: list[bytes], ttl: int) -> Rec:
     return Rec(owner, TXT, ttl, (character_strings(strings),))
 
 
-@dataclass
 class _Reply:
-    rcode: int
-    aa: bool = False
-    answer: list[Rec] = field(default_factory=list)
-    authority: list[Rec] = field(default_factory=list)
-    additional: list[Rec] = field(default_factory=list)
-    ext_rcode: int = 0
-    required: int = 0  # leading additional records that must fit (in-domain glue, RFC 9471)
+    """Sections of a reply before encoding (a plain class: one is built per query)."""
+
+    __slots__ = ("aa", "additional", "answer", "authority", "ext_rcode", "rcode", "required")
+
+    def __init__(
+        self, rcode: int, aa: bool = False, answer: Sequence[Rec] = (),
+        authority: Sequence[Rec] = (), additional: Sequence[Rec] = (), ext_rcode: int = 0,
+        required: int = 0,
+    ) -> None:
+        self.rcode = rcode
+        self.aa = aa
+        self.answer = answer
+        self.authority = authority
+        self.additional = additional
+        self.ext_rcode = ext_rcode
+        self.required = required  # leading additional records that must fit (in-domain glue,
+        # RFC 9471)
 
 
 @dataclass
@@ -114,6 +128,7 @@ class _Tools:
     srv: list[Rec]  # owner "" = the query name
     a: list[Rec]
     index: ScoreIndex
+    rank: Ranker  # (intent text, K) -> chosen indices, best first
 
 
 @dataclass
@@ -126,9 +141,14 @@ class _ZoneState:
     cuts: dict[str, Delegation]
     children: list[_Child]
     negative_soa: Rec
+    name: str = ""  # normalised zone name (= data.name)
+    leaf: bool = False  # = data.is_leaf
+    child_by_zone: dict[str, _Child] = field(default_factory=dict)  # by Delegation.zone
+    negative: dict[int, _Reply] = field(default_factory=dict)  # rcode -> SOA-only reply
     child_index: ScoreIndex | None = None
-    eligible: dict[str, np.ndarray] = field(default_factory=dict)
-    tools: dict[str, _Tools] = field(default_factory=dict)
+    child_rank: Ranker | None = None
+    eligible: dict[str, list[int]] = field(default_factory=dict)  # service -> child indices
+    tools: dict[tuple[str, str], _Tools] = field(default_factory=dict)  # (service, proto)
 
 
 @dataclass
@@ -141,8 +161,17 @@ class ServerStats:
         return self.counts[key]
 
 
+#: What a plain query name tells before any zone is consulted: its ToolDNS parts
+#: (service, proto, zone, cursor) or None, and the offset of each of its suffixes in a reply
+#: (the question starts at offset 12).
+_NameInfo = tuple[tuple[str, str, str, bool] | None, dict[str, int]]
+
+
 class AuthoritativeServer:
-    """Serves one or more ToolDNS zones; stateless per message apart from counters/cache."""
+    """Serves one or more ToolDNS zones; stateless per message apart from counters/caches."""
+
+    #: Query names whose parse is memoised (see ``_learn_name``); 0 disables the memo.
+    NAME_MEMO = 1024
 
     def __init__(
         self,
@@ -159,7 +188,10 @@ class AuthoritativeServer:
         self.max_udp_size = max_udp_size
         self.stats = ServerStats()
         self.packet_cache_size = packet_cache
-        self._cache: dict[bytes, tuple[bytes, str]] = {}
+        # First in, first out. OrderedDict evicts its oldest entry in O(1); a plain dict's
+        # ``del d[next(iter(d))]`` rescans the deleted prefix and cost ~2 µs per miss here.
+        self._cache: OrderedDict[bytes, tuple[bytes, str]] = OrderedDict()
+        self._name_info: OrderedDict[str, _NameInfo] = OrderedDict()
         self._opt = opt_bytes(max_udp_size)
         self._zones: dict[str, _ZoneState] = {}
         for zone in zones:
@@ -194,7 +226,7 @@ class AuthoritativeServer:
     ) -> bytes | None:
         """Answer one message. Never raises on peer input; returns None to drop."""
         counts = self.stats.counts
-        counts["rx_" + transport] += 1
+        counts[_RX.get(transport) or "rx_" + transport] += 1
         wire = bytes(wire)
         key = None
         if self.packet_cache_size:
@@ -211,21 +243,41 @@ class AuthoritativeServer:
                 view = view_from_dnslib(wire)
             except FormatError:
                 return self._formerr_raw(wire)
-        if view.qr:
+        if view.flags & 0x8000:  # a response
             counts["dropped_response"] += 1
             return None
+        info = None
         try:
-            kind, reply = self._answer(view)
+            if view.simple_name:
+                info = self._name_info.get(view.qname) or self._learn_name(view.qname)
+            kind, reply = self._answer(view, info)
         except Exception:  # our bug, not the peer's: answer SERVFAIL and count it loudly
             kind, reply = "internal_error", _Reply(SERVFAIL)
         counts[kind] += 1
-        out = self._fit(view, reply, transport)
+        out = self._fit(view, reply, transport, info)
         counts["tx_bytes"] += len(out)
         if key is not None and kind != "internal_error":
             if len(self._cache) >= self.packet_cache_size:
-                del self._cache[next(iter(self._cache))]
+                self._cache.popitem(last=False)
             self._cache[key] = (out, kind)
         return out
+
+    def _learn_name(self, qname: str) -> _NameInfo:
+        """Parse a plain query name once: its ToolDNS parts and its suffix offsets.
+
+        Both depend on nothing but the (lower-case) name, so they are kept in a small
+        bounded memo (first in, first out): a resolver asks each zone under a handful of
+        cursor names, and splitting them costs more than the dictionary lookup.
+        """
+        info = (_split_tool_name(qname) if qname.startswith("_") else None,
+                question_names(qname))
+        memo = self._name_info
+        if len(memo) >= self.NAME_MEMO:
+            if not self.NAME_MEMO:
+                return info
+            memo.popitem(last=False)
+        memo[qname] = info
+        return info
 
     def _formerr_raw(self, wire: bytes) -> bytes | None:
         if len(wire) < 12 or wire[2] & 0x80:  # no header, or a (garbled) response: drop
@@ -237,149 +289,242 @@ class AuthoritativeServer:
 
     # ------------------------------------------------------------------ answering
 
-    def _answer(self, q: QueryView) -> tuple[str, _Reply]:
-        if q.opcode != 0:
+    def _answer(self, q: QueryView, info: _NameInfo | None = None) -> tuple[str, _Reply]:
+        if q.flags & 0x7800:  # opcode other than QUERY
             return "notimp", _Reply(NOTIMP)
         if q.qdcount != 1:
             return "formerr", _Reply(FORMERR)
-        if q.opt_udp is not None and (q.opt_ttl >> 16) & 0xFF != 0:  # EDNS version > 0
+        if q.opt_udp is not None and q.opt_ttl & 0xFF0000:  # EDNS version > 0
             return "badvers", _Reply(BADVERS & 0xF, ext_rcode=BADVERS >> 4)
-        intent = None
-        data = q.option(self.option_code)
-        if data is not None:
+        data = None
+        code = self.option_code
+        for c, d in q.options:
+            if c == code:
+                data = d
+                break
+        text, k = "", 0
+        if data is not None:  # nodes.wire.Intent.decode's checks, without the dataclass
+            if len(data) < 4:
+                return "formerr_intent", _Reply(FORMERR)
+            version, length, k = _INTENT_HEADER.unpack_from(data)
+            if version != INTENT_VERSION or len(data) - 4 != length or length > 65531:
+                return "formerr_intent", _Reply(FORMERR)
             try:
-                intent = Intent.decode(data)
-            except IntentError:
+                text = data[4:].decode("utf-8")
+            except UnicodeDecodeError:
                 return "formerr_intent", _Reply(FORMERR)
         if q.qclass != 1:
             return "refused", _Reply(REFUSED)
         qname = q.qname
-        tq = parse_tool_name(qname) if qname.startswith("_") else None
+        if info is not None:
+            tq = info[0]
+        elif qname.startswith("_"):
+            tq = _split_tool_name(qname) if q.simple_name else _tool_parts(qname)
+        else:
+            tq = None
         # A cursor points at a zone; any other name is looked up as itself.
-        target = tq.zone if tq is not None and tq.cursor and intent is not None else qname
-        state = self._find_zone(target)
+        target = tq[2] if tq is not None and tq[3] and data is not None else qname
+        state = self._zones.get(target) or self._find_zone(target)
         if state is None:
             return "refused", _Reply(REFUSED)
-        cut = _delegation_for(state, target)
-        if cut is not None:
-            return "referral", self._referral(state, [cut], hints=False)
-        if intent is not None and tq is not None and q.qtype in (SRV, ANY):
-            if tq.cursor and target == state.data.name:
-                return "semantic", self._semantic(state, tq.service, tq.proto, intent)
-            if not tq.cursor and tq.zone == state.data.name and state.data.is_leaf:
-                return "semantic", self._tools_answer(state, tq.service, tq.proto, intent)
+        if target != state.name and state.cuts:
+            cut = _delegation_for(state, target)
+            if cut is not None:
+                return "referral", self._referral([state.child_by_zone[cut.zone]], False)
+        if data is not None and tq is not None and q.qtype in (SRV, ANY):
+            service, proto, zone, cursor = tq
+            if cursor and target == state.name:
+                if state.leaf:
+                    return "semantic", self._tools_answer(state, service, proto, text, k)
+                return "semantic", self._semantic(state, service, proto, text, k)
+            if not cursor and zone == state.name and state.leaf:
+                return "semantic", self._tools_answer(state, service, proto, text, k)
         return self._standard(state, qname, q.qtype)
 
-    def _semantic(self, state: _ZoneState, service: str, proto: str, intent: Intent) -> _Reply:
-        if state.data.is_leaf:
-            return self._tools_answer(state, service, proto, intent)
-        if state.child_index is None:
+    def _semantic(self, state: _ZoneState, service: str, proto: str, text: str, k: int
+                  ) -> _Reply:
+        if state.leaf:
+            return self._tools_answer(state, service, proto, text, k)
+        if state.child_rank is None:
             kids = state.data.children
             state.child_index = self.scorer.index([c.zone for c in kids], [c.summary for c in kids])
+            state.child_rank = ranker(state.child_index)
         eligible = state.eligible.get(service)
         if eligible is None:
-            eligible = np.array([i for i, c in enumerate(state.data.children)
-                                 if service in c.services], dtype=np.int64)
+            eligible = [i for i, c in enumerate(state.data.children) if service in c.services]
             state.eligible[service] = eligible
-        chosen = top_k(state.child_index.scores(intent.text), intent.k, eligible)
+        chosen = state.child_rank(text, k, eligible)
         if not chosen:
-            return self._negative(state, NOERROR)
-        return self._referral(state, [state.data.children[i] for i in chosen],
-                              hints=intent.k == 0, states=[state.children[i] for i in chosen])
+            return state.negative[NOERROR]
+        children = state.children
+        return self._referral([children[i] for i in chosen], k == 0)
 
-    def _tools_answer(self, state: _ZoneState, service: str, proto: str, intent: Intent) -> _Reply:
-        key = f"{service}/{proto}"
-        tools = state.tools.get(key)
+    def _tools_answer(self, state: _ZoneState, service: str, proto: str, text: str, k: int
+                      ) -> _Reply:
+        tools = state.tools.get((service, proto))
         if tools is None:
             chosen_tools = [t for t in state.data.tools
                             if t.service == service and t.proto == proto]
             ttls = state.data.ttls
+            index = self.scorer.index([t.tool_id for t in chosen_tools],
+                                      [f"{t.name} {t.description}" for t in chosen_tools])
             tools = _Tools(
                 srv=[_srv("", t, ttls.srv) for t in chosen_tools],
                 a=[_a(normalise(t.target), t.address, ttls.a) for t in chosen_tools],
-                index=self.scorer.index([t.tool_id for t in chosen_tools],
-                                        [f"{t.name} {t.description}" for t in chosen_tools]),
+                index=index,
+                rank=ranker(index),
             )
-            state.tools[key] = tools
+            state.tools[(service, proto)] = tools
         if not tools.srv:
-            return self._negative(state, NOERROR)
-        chosen = top_k(tools.index.scores(intent.text), intent.k)
-        return _Reply(NOERROR, aa=True, answer=[tools.srv[i] for i in chosen],
-                      additional=[tools.a[i] for i in chosen])
+            return state.negative[NOERROR]
+        chosen = tools.rank(text, k)
+        srv, a = tools.srv, tools.a
+        return _Reply(NOERROR, True, [srv[i] for i in chosen], (), [a[i] for i in chosen])
 
-    def _referral(
-        self, state: _ZoneState, children: Sequence[Delegation], hints: bool,
-        states: Sequence[_Child] | None = None,
-    ) -> _Reply:
-        if states is None:
-            by_zone = {c.data.zone: c for c in state.children}
-            states = [by_zone[c.zone] for c in children]
-        reply = _Reply(NOERROR)
-        for child in states:
-            reply.authority.extend(child.ns)
-        for child in states:
-            reply.additional.extend(child.glue)
+    @staticmethod
+    def _referral(children: Sequence[_Child], hints: bool) -> _Reply:
+        authority: list[Rec] = []
+        additional: list[Rec] = []
+        for child in children:
+            authority += child.ns
+        for child in children:
+            additional += child.glue
         if hints:  # K = 0 asks for the summaries: they are not optional here
-            reply.additional.extend(child.hint for child in states)
-        reply.required = len(reply.additional)
-        return reply
+            additional += [child.hint for child in children]
+        return _Reply(NOERROR, False, (), authority, additional, 0, len(additional))
 
     def _standard(self, state: _ZoneState, qname: str, qtype: int) -> tuple[str, _Reply]:
         node = state.records.get(qname)
-        if node is None and qname not in state.names:
-            return "nxdomain", self._negative(state, NXDOMAIN)
-        node = node or {}
+        if node is None:
+            if qname not in state.names:
+                return "nxdomain", state.negative[NXDOMAIN]
+            return "nodata", state.negative[NOERROR]
         rrs = [r for rs in node.values() for r in rs] if qtype == ANY else node.get(qtype)
         if not rrs:
-            return "nodata", self._negative(state, NOERROR)
-        reply = _Reply(NOERROR, aa=True, answer=list(rrs))
+            return "nodata", state.negative[NOERROR]
+        additional: list[Rec] = []
         if qtype in (SRV, NS):  # additional-section processing (RFC 1034 §4.3.2)
             for rec in rrs:
-                reply.additional.extend(state.records.get(rec.rdata[-1], {}).get(A, ()))
-        return "standard", reply
-
-    def _negative(self, state: _ZoneState, rcode: int) -> _Reply:
-        return _Reply(rcode, aa=True, authority=[state.negative_soa])
+                additional.extend(state.records.get(rec.rdata[-1], {}).get(A, ()))
+        return "standard", _Reply(NOERROR, True, rrs, (), additional)
 
     # ------------------------------------------------------------------ size limits
 
-    def _fit(self, q: QueryView, reply: _Reply, transport: str) -> bytes:
-        """Encode, attaching OPT when the query had one, and enforce the size limit."""
-        edns = q.opt_udp is not None
-        opt = opt_bytes(self.max_udp_size, reply.ext_rcode) if reply.ext_rcode else self._opt
-        if transport != "udp":
-            limit = MAX_MESSAGE_SIZE
-        elif edns:
-            limit = min(max(CLASSIC_UDP_SIZE, q.opt_udp or 0), self.max_udp_size)
+    def _fit(self, q: QueryView, reply: _Reply, transport: str,
+             info: _NameInfo | None = None) -> bytes:
+        """Encode, attaching OPT when the query had one, and enforce the size limit.
+
+        Records are appended in section order until one does not fit: optional additional
+        data (beyond ``reply.required``) is simply left out (RFC 2181 §9); anything else
+        truncates (TC). Over UDP a truncated reply keeps only the question (and OPT), so the
+        client retries over TCP; over TCP it keeps what fits.
+        """
+        opt_udp = q.opt_udp
+        if opt_udp is None:
+            opt = b""
+            room = CLASSIC_UDP_SIZE if transport == "udp" else MAX_MESSAGE_SIZE
         else:
-            limit = CLASSIC_UDP_SIZE
-        room = limit - (len(opt) if edns else 0)
+            opt = opt_bytes(self.max_udp_size, reply.ext_rcode) if reply.ext_rcode else self._opt
+            room = (min(max(CLASSIC_UDP_SIZE, opt_udp), self.max_udp_size)
+                    if transport == "udp" else MAX_MESSAGE_SIZE) - len(opt)
         flags = 0x8000 | (q.flags & 0x7900) | (0x0400 if reply.aa else 0) | (reply.rcode & 0xF)
-        qname = q.qname if q.simple_name else ""
-        b = ReplyBuilder(q.id, flags, q.question, qname, q.simple_name)
+        question = q.question
+        buf = bytearray(_HEADER.pack(q.id, flags, 1 if question else 0, 0, 0, 0))
+        buf += question
+        if info is not None:
+            names = info[1].copy()
+        elif question and q.simple_name:
+            names = question_names(q.qname)
+        else:
+            names = {}
+        counts = [0, 0, 0]  # answer, authority, additional
         truncated = False
-        for section, recs in ((ANSWER, reply.answer), (AUTHORITY, reply.authority),
-                              (ADDITIONAL, reply.additional)):
-            for i, rec in enumerate(recs):
-                mark = len(b.buf)
-                b.add(section, rec)
-                if len(b.buf) > room:
-                    del b.buf[mark:]
-                    b.counts[section] -= 1
-                    # optional additional data may simply be left out (RFC 2181 §9)
-                    truncated = section != ADDITIONAL or i < reply.required
+        section = -1
+        # Header and question always fit (room >= 512 - 11 > 12 + 259), so an empty section
+        # needs no size check.
+        for recs in (reply.answer, reply.authority, reply.additional):
+            section += 1
+            if not recs:
+                continue
+            n = 0
+            for rec in recs:
+                wire = rec.wire
+                if wire is not None:  # fixed bytes: check before copying
+                    if len(buf) + len(wire) > room:
+                        truncated = section != 2 or n < reply.required
+                        break
+                    buf += wire
+                else:
+                    mark = len(buf)
+                    pieces = rec.pieces
+                    if len(pieces) == 2:  # owner name + fixed rest: put_name() inline
+                        (owner, keys, prefixes), tail = pieces  # type: ignore[misc]
+                        i = 0
+                        for key in keys:
+                            ptr = names.get(key)
+                            if ptr is not None:
+                                buf += prefixes[i]
+                                buf += (0xC000 | ptr).to_bytes(2, "big")
+                                break
+                            i += 1
+                        else:
+                            buf += owner
+                        for j in range(i):
+                            at = mark + len(prefixes[j])
+                            if at >= 0x3FFF:
+                                break
+                            names[keys[j]] = at
+                        buf += tail
+                    else:  # NS/SOA: names in RDATA too; put_record() inline
+                        rdata = 0
+                        for piece in pieces:
+                            if piece.__class__ is bytes:
+                                buf += piece  # type: ignore[operator]
+                                continue
+                            if piece is RDATA:
+                                rdata = len(buf)
+                                continue
+                            owner, keys, prefixes = piece  # type: ignore[misc]
+                            at = len(buf)
+                            i = 0
+                            for key in keys:
+                                ptr = names.get(key)
+                                if ptr is not None:
+                                    buf += prefixes[i]
+                                    buf += (0xC000 | ptr).to_bytes(2, "big")
+                                    break
+                                i += 1
+                            else:
+                                buf += owner
+                            for j in range(i):
+                                offset = at + len(prefixes[j])
+                                if offset >= 0x3FFF:
+                                    break
+                                names[keys[j]] = offset
+                        buf[rdata - 2 : rdata] = (len(buf) - rdata).to_bytes(2, "big")
+                    if len(buf) > room:
+                        del buf[mark:]
+                        truncated = section != 2 or n < reply.required
+                        break
+                n += 1
+            else:
+                counts[section] = n
+                if len(buf) >= room:
                     break
-            if truncated or len(b.buf) >= room:
-                break
+                continue
+            counts[section] = n  # a record did not fit
+            break
         if truncated:
             self.stats.counts["truncated_" + transport] += 1
             if transport == "udp":  # TC with empty sections: the client retries over TCP
-                b = ReplyBuilder(q.id, flags | 0x0200, q.question, qname, q.simple_name)
-            else:
-                b.buf[2] |= 0x02
-        if edns:
-            b.add_raw(ADDITIONAL, opt)
-        return b.finish()
+                del buf[12 + len(question):]
+                counts = [0, 0, 0]
+            buf[2] |= 0x02
+        if opt_udp is not None:
+            buf += opt
+            counts[2] += 1
+        _COUNTS3.pack_into(buf, 6, *counts)
+        return bytes(buf)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -446,5 +591,32 @@ def _build_state(zone: ZoneData) -> _ZoneState:
             names.add(candidate)
     negative = Rec(name, SOA, min(ttls.soa, ttls.negative), soa.rdata)
     data = zone if zone.name == name else ZoneData(**{**zone.__dict__, "name": name})
-    return _ZoneState(data=data, records=records, names=names, cuts=cuts, children=children,
-                      negative_soa=negative)
+    return _ZoneState(
+        data=data, records=records, names=names, cuts=cuts, children=children,
+        negative_soa=negative, name=name, leaf=data.is_leaf,
+        child_by_zone={c.data.zone: c for c in children},
+        negative={rcode: _Reply(rcode, True, (), (negative,)) for rcode in (NOERROR, NXDOMAIN)})
+
+
+def _split_tool_name(qname: str) -> tuple[str, str, str, bool] | None:
+    """:func:`nodes.wire.parse_tool_name` for a plain lower-case name from ``parse_query``.
+
+    Such a name has non-empty labels and exactly one trailing dot, so splitting off the
+    first three labels gives the same parts. Returns (service, proto, zone, cursor).
+    """
+    parts = qname.split(".", 3)
+    if len(parts) < 4:
+        return None
+    svc, proto, first, rest = parts
+    if not (svc.startswith("_") and proto.startswith("_")) or len(svc) < 2 or len(proto) < 2:
+        return None
+    cursor = first.startswith("_")
+    head = first[1:] if cursor else first
+    if not head or head.startswith("_"):
+        return None
+    return svc[1:], proto[1:], f"{head}.{rest}", cursor
+
+
+def _tool_parts(qname: str) -> tuple[str, str, str, bool] | None:
+    tq = parse_tool_name(qname)
+    return None if tq is None else (tq.service, tq.proto, tq.zone, tq.cursor)

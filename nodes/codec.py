@@ -5,25 +5,34 @@ six-record referral, see benchmarks/RESULTS.md), which would make the codec — 
 protocol — the bottleneck of every measurement. So the server:
 
 * reads the common query shape (one question, at most one OPT record) with ``struct``
-  (:func:`parse_query`) and hands anything else to dnslib (:func:`view_from_dnslib`);
-* keeps every record it may send as a :class:`Rec` prepared once at zone load;
-* assembles replies with :class:`ReplyBuilder`, compressing names (RFC 1035 §4.1.4) in
-  owners and in NS/SOA RDATA, never in SRV targets (RFC 2782).
+  (:func:`parse_query`, which remembers the names it has decoded) and hands anything else
+  to dnslib (:func:`view_from_dnslib`);
+* keeps every record it may send as a :class:`Rec` encoded once at zone load: the whole
+  record where nothing depends on the message (an SRV owned by the question's name), else
+  fixed chunks plus names prepared for compression (:func:`prepare_name`);
+* appends records with :func:`put_record` (``AuthoritativeServer._fit`` does the same
+  inline), compressing names (RFC 1035 §4.1.4) in owners and in NS/SOA RDATA, never in SRV
+  targets (RFC 2782). :class:`ReplyBuilder` wraps this for general use.
 
-The tests check every reply with dnslib, dnspython and dig.
+``tests/test_codec.py`` pins the reply bytes; the tests check every reply with dnslib,
+dnspython and dig.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from collections import OrderedDict
 
 from dnslib import DNSBuffer, DNSRecord
 
 _HEADER = struct.Struct("!HHHHHH")
 _RR_FIXED = struct.Struct("!HHIH")
 _QFIXED = struct.Struct("!HH")
-_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
+_ID_FLAGS = struct.Struct("!HH")
+_COUNTS = struct.Struct("!HHHH")
+_TYPE_CLASS_TTL = struct.Struct("!HHI")
+_SAFE = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*"
+_SAFE_OR_DOT = _SAFE + b"."
 TYPE_OPT = 41
 COMPRESSIBLE_RDATA = frozenset({2, 6})  # NS, SOA
 
@@ -32,9 +41,17 @@ class FormatError(ValueError):
     """The message is not a well-formed DNS query (peer's fault)."""
 
 
-@dataclass(frozen=True, slots=True)
 class QueryView:
-    """What the server needs from a query, however it was parsed."""
+    """What the server needs from a query, however it was parsed (read-only by convention).
+
+    A plain slotted class: building a frozen dataclass costs four times as much, and one is
+    built per query.
+    """
+
+    _FIELDS = ("id", "flags", "qdcount", "qname", "qtype", "qclass", "question",
+               "simple_name", "opt_udp", "opt_ttl", "options")
+    __slots__ = ("flags", "id", "opt_ttl", "opt_udp", "options", "qclass", "qdcount", "qname",
+                 "qtype", "question", "simple_name")
 
     id: int
     flags: int
@@ -47,6 +64,25 @@ class QueryView:
     opt_udp: int | None  # requester's UDP size, None without OPT
     opt_ttl: int  # extended RCODE · version · DO · Z
     options: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, id: int, flags: int, qdcount: int, qname: str, qtype: int,
+                 qclass: int, question: bytes, simple_name: bool, opt_udp: int | None,
+                 opt_ttl: int, options: tuple[tuple[int, bytes], ...]) -> None:
+        self.id = id
+        self.flags = flags
+        self.qdcount = qdcount
+        self.qname = qname
+        self.qtype = qtype
+        self.qclass = qclass
+        self.question = question
+        self.simple_name = simple_name
+        self.opt_udp = opt_udp
+        self.opt_ttl = opt_ttl
+        self.options = options
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
+        return f"QueryView({fields})"
 
     @property
     def opcode(self) -> int:
@@ -67,56 +103,96 @@ class QueryView:
         return None
 
 
+#: Wire form of plain question names (labels only, no terminator) -> their lower-case
+#: dotted form; bounded, first in first out. Only names :func:`_walk_name` accepted are
+#: stored, and such a name contains no zero byte, so the first zero after offset 12 in a
+#: query carrying it is its terminator.
+_NAME_MEMO: OrderedDict[bytes, str] = OrderedDict()
+NAME_MEMO_SIZE = 2048  # 0 turns the memo off
+
+
+def _walk_name(wire: bytes) -> tuple[str | None, int]:
+    """(lower-case dotted question name, offset after it), or (None, 0) if not plain.
+
+    Plain: labels of at most 63 bytes from ``[A-Za-z0-9_*-]``, at most 255 bytes in all.
+    """
+    pos, labels = 12, []
+    try:
+        n = wire[12]
+        while n:  # an overrun shows up as IndexError on the next length byte
+            if n > 63:
+                return None, 0
+            labels.append(wire[pos + 1 : pos + 1 + n])
+            pos += 1 + n
+            n = wire[pos]
+    except IndexError:
+        return None, 0
+    pos += 1
+    if pos - 12 > 255:
+        return None, 0
+    if not labels:
+        return ".", pos
+    raw = b".".join(labels)
+    # only safe characters, and no "." inside a label
+    if raw.translate(None, _SAFE_OR_DOT) or raw.count(46) != len(labels) - 1:
+        return None, 0
+    return raw.decode("ascii").lower() + ".", pos
+
+
 def parse_query(wire: bytes) -> QueryView | None:
-    """Struct parse of the common shape; None means "let dnslib decide"."""
-    if len(wire) < 17:
+    """Struct parse of the common shape; None means "let dnslib decide".
+
+    The common shape: a query (QR clear) with one question whose labels use only
+    ``[A-Za-z0-9_*-]``, no answer or authority records and at most one additional record,
+    which must be an OPT record ending the message.
+    """
+    if wire.__class__ is not bytes:
+        wire = bytes(wire)
+    size = len(wire)
+    if size < 17:
         return None
     qid, flags, qd, an, ns, ar = _HEADER.unpack_from(wire)
     if qd != 1 or an or ns or ar > 1 or flags & 0x8000:
         return None
-    pos, labels = 12, []
-    while True:
-        if pos >= len(wire):
+    # A plain name has no zero byte before its terminator: look it up by its wire form.
+    end = wire.find(0, 12)
+    qname = _NAME_MEMO.get(wire[12:end]) if end > 0 else None
+    if qname is not None:
+        pos = end + 1
+    else:
+        qname, pos = _walk_name(wire)
+        if qname is None:
             return None
-        n = wire[pos]
-        if n == 0:
-            pos += 1
-            break
-        if n > 63 or pos + 1 + n > len(wire):
-            return None
-        label = wire[pos + 1 : pos + 1 + n]
-        if not _SAFE.issuperset(label):
-            return None
-        labels.append(label.decode("ascii").lower())
-        pos += 1 + n
-    if pos + 4 > len(wire) or pos - 12 > 255:
+        if NAME_MEMO_SIZE:
+            if len(_NAME_MEMO) >= NAME_MEMO_SIZE:
+                _NAME_MEMO.popitem(last=False)
+            _NAME_MEMO[wire[12 : pos - 1]] = qname
+    if pos + 4 > size:
         return None
     qtype, qclass = _QFIXED.unpack_from(wire, pos)
     question = wire[12 : pos + 4]
     pos += 4
-    opt_udp, opt_ttl, options = None, 0, ()
-    if ar:
-        if pos + 11 > len(wire) or wire[pos] != 0:
+    if not ar:
+        if pos != size:
             return None
-        rtype, rclass, ttl, rdlen = _RR_FIXED.unpack_from(wire, pos + 1)
-        pos += 11
-        if rtype != TYPE_OPT or pos + rdlen != len(wire):
-            return None
-        opts, end = [], pos + rdlen
-        while pos < end:
-            if pos + 4 > end:
-                return None
-            code, length = _QFIXED.unpack_from(wire, pos)
-            if pos + 4 + length > end:
-                return None
-            opts.append((code, bytes(wire[pos + 4 : pos + 4 + length])))
-            pos += 4 + length
-        opt_udp, opt_ttl, options = rclass, ttl, tuple(opts)
-    elif pos != len(wire):
+        return QueryView(qid, flags, 1, qname, qtype, qclass, question, True, None, 0, ())
+    if pos + 11 > size or wire[pos]:
         return None
-    qname = ".".join(labels) + "." if labels else "."
-    return QueryView(qid, flags, 1, qname, qtype, qclass, bytes(question), True, opt_udp,
-                     opt_ttl, options)
+    rtype, rclass, ttl, rdlen = _RR_FIXED.unpack_from(wire, pos + 1)
+    pos += 11
+    if rtype != TYPE_OPT or pos + rdlen != size:
+        return None
+    opts = []
+    while pos < size:
+        if pos + 4 > size:
+            return None
+        code, length = _QFIXED.unpack_from(wire, pos)
+        pos += 4 + length
+        if pos > size:
+            return None
+        opts.append((code, wire[pos - length : pos]))
+    return QueryView(qid, flags, 1, qname, qtype, qclass, question, True, rclass, ttl,
+                     tuple(opts))
 
 
 def view_from_dnslib(wire: bytes) -> QueryView:
@@ -147,73 +223,163 @@ def view_from_dnslib(wire: bytes) -> QueryView:
                      opt_udp, opt_ttl, options)
 
 
-@dataclass(frozen=True, slots=True)
-class Rec:
-    """A resource record ready to encode. ``owner`` "" means "the question's name".
+#: A domain name prepared for compression: (uncompressed wire form, suffix keys, prefixes).
+#: ``keys[i]`` names the suffix starting at label i (labels joined by ".", no trailing dot:
+#: the form the question's suffixes are registered under) and ``prefixes[i]`` is the wire
+#: form of the labels before it, so "labels 0..i-1, then a pointer" is
+#: ``prefixes[i] + pointer``.
+PreparedName = tuple[bytes, tuple[str, ...], tuple[bytes, ...]]
 
-    ``rdata`` mixes fixed bytes and domain names (str), in wire order.
+
+def prepare_name(name: str) -> PreparedName:
+    """Split and encode ``name`` once (``""`` and ``"."`` are the root)."""
+    labels = [] if name in (".", "") else name.rstrip(".").split(".")
+    raws = [label.encode("ascii") for label in labels]
+    wires = [bytes([len(raw)]) + raw for raw in raws]
+    keys = tuple(".".join(labels[i:]) for i in range(len(labels)))
+    prefixes = tuple(b"".join(wires[:i]) for i in range(len(labels)))
+    return b"".join(wires) + b"\x00", keys, prefixes
+
+
+def question_names(qname: str) -> dict[str, int]:
+    """Offsets of every suffix of a plain question name (``qname`` from :func:`parse_query`).
+
+    The question starts at offset 12, and in wire form label i starts exactly where it
+    starts in the dotted text, so the offset of a suffix is 12 plus its text position.
     """
+    names: dict[str, int] = {}
+    end = len(qname) - 1  # the trailing dot
+    pos = 0
+    while pos < end:
+        names[qname[pos:end]] = 12 + pos
+        pos = qname.index(".", pos) + 1
+    return names
+
+
+def put_name(buf: bytearray, names: dict[str, int], name: PreparedName) -> None:
+    """Append ``name`` compressed against ``names`` (RFC 1035 §4.1.4); register new suffixes.
+
+    The longest suffix already in the message becomes a pointer. Suffixes written here are
+    registered while their offset still fits a pointer (below 0x3FFF).
+    """
+    wire, keys, prefixes = name
+    base = len(buf)
+    i = 0
+    for key in keys:
+        ptr = names.get(key)
+        if ptr is not None:
+            buf += prefixes[i]
+            buf += (0xC000 | ptr).to_bytes(2, "big")
+            break
+        i += 1
+    else:
+        buf += wire
+    for j in range(i):
+        at = base + len(prefixes[j])
+        if at >= 0x3FFF:
+            break
+        names[keys[j]] = at
+
+
+#: Marks where RDATA starts in :attr:`Rec.pieces` (RDLENGTH is patched after it).
+RDATA = object()
+
+
+class Rec:
+    """A resource record, encoded as far as possible when the zone is loaded.
+
+    ``owner`` "" means "the question's name" (a pointer to offset 12). ``rdata`` mixes fixed
+    bytes and domain names (str), in wire order; names are compressed only in NS and SOA
+    RDATA (RFC 3597 §4), never in SRV targets (RFC 2782).
+
+    Prepared forms:
+
+    * ``wire``: the whole record, when nothing in it depends on the message (owner "" and
+      no compressible RDATA name), so appending it is one copy; else None;
+    * ``pieces``: what :func:`put_record` appends, in order: fixed ``bytes``, names to
+      compress (:data:`PreparedName`) and the :data:`RDATA` marker, after which RDLENGTH
+      (the two bytes before it) is patched. Usually (owner name, TYPE · CLASS · TTL ·
+      RDLENGTH · RDATA); for NS/SOA (owner, TYPE · CLASS · TTL · 0, RDATA, RDATA parts…).
+    """
+
+    __slots__ = ("owner", "pieces", "rdata", "rtype", "ttl", "wire")
 
     owner: str
     rtype: int
     ttl: int
     rdata: tuple[bytes | str, ...]
+    wire: bytes | None
+    pieces: tuple[bytes | PreparedName | object, ...]
+
+    def __init__(self, owner: str, rtype: int, ttl: int, rdata: tuple[bytes | str, ...]) -> None:
+        self.owner = owner
+        self.rtype = rtype
+        self.ttl = ttl
+        self.rdata = rdata
+        head = _TYPE_CLASS_TTL.pack(rtype, 1, ttl)
+        first: bytes | PreparedName = prepare_name(owner) if owner else b"\xc0\x0c"
+        parts = tuple(prepare_name(p) if isinstance(p, str) else p for p in rdata)
+        if rtype in COMPRESSIBLE_RDATA and any(isinstance(p, str) for p in rdata):
+            self.pieces = (first, head + b"\x00\x00", RDATA, *parts)
+            self.wire = None
+            return
+        raw = b"".join(p[0] if isinstance(p, tuple) else p for p in parts)
+        tail = head + len(raw).to_bytes(2, "big") + raw
+        self.pieces = (first, tail)
+        self.wire = first + tail if isinstance(first, bytes) else None
+
+    def __repr__(self) -> str:
+        return f"Rec({self.owner!r}, {self.rtype}, {self.ttl}, {self.rdata!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Rec):
+            return NotImplemented
+        return (self.owner, self.rtype, self.ttl, self.rdata) == (
+            other.owner, other.rtype, other.ttl, other.rdata)
+
+    def __hash__(self) -> int:
+        return hash((self.owner, self.rtype, self.ttl, self.rdata))
 
 
-def _labels(name: str) -> list[str]:
-    return [] if name in (".", "") else name.rstrip(".").split(".")
+def put_record(buf: bytearray, names: dict[str, int], rec: Rec) -> None:
+    """Append ``rec``, compressing its owner and (NS/SOA) RDATA names against ``names``."""
+    rdata = 0
+    for piece in rec.pieces:
+        if piece.__class__ is bytes:
+            buf += piece  # type: ignore[operator]
+        elif piece is RDATA:
+            rdata = len(buf)
+        else:
+            put_name(buf, names, piece)  # type: ignore[arg-type]
+    if rdata:
+        buf[rdata - 2 : rdata] = (len(buf) - rdata).to_bytes(2, "big")
 
 
 class ReplyBuilder:
-    """Appends records to a reply with name compression; tracks section counts."""
+    """Appends records to a reply with name compression; tracks section counts.
+
+    The server's ``_fit`` does the same inline; this is the general-purpose form.
+    """
 
     __slots__ = ("buf", "counts", "names")
 
     def __init__(self, qid: int, flags: int, question: bytes, qname: str, simple: bool) -> None:
-        self.buf = bytearray(12)
-        struct.pack_into("!HH", self.buf, 0, qid, flags)
+        self.buf = bytearray(_ID_FLAGS.pack(qid, flags))
+        self.buf += bytes(8)
         self.counts = [1 if question else 0, 0, 0, 0]
         self.buf += question
-        self.names: dict[str, int] = {}
-        if question and simple:  # every suffix of the question name can be pointed at
-            offset = 12
-            labels = _labels(qname)
-            for i, label in enumerate(labels):
-                self.names.setdefault(".".join(labels[i:]), offset)
-                offset += 1 + len(label)
+        # every suffix of the question name can be pointed at
+        self.names = question_names(qname) if question and simple else {}
 
     def name(self, name: str, compress: bool = True) -> None:
-        labels = _labels(name)
-        buf = self.buf
-        for i in range(len(labels)):
-            suffix = ".".join(labels[i:])
-            if compress:
-                ptr = self.names.get(suffix)
-                if ptr is not None:
-                    buf += (0xC000 | ptr).to_bytes(2, "big")
-                    return
-                if len(buf) < 0x3FFF:
-                    self.names[suffix] = len(buf)
-            raw = labels[i].encode("ascii")
-            buf.append(len(raw))
-            buf += raw
-        buf.append(0)
+        prepared = prepare_name(name)
+        if compress:
+            put_name(self.buf, self.names, prepared)
+        else:
+            self.buf += prepared[0]
 
     def add(self, section: int, rec: Rec) -> None:
-        buf = self.buf
-        if rec.owner:
-            self.name(rec.owner)
-        else:
-            buf += b"\xc0\x0c"
-        start = len(buf)
-        buf += b"\x00" * 10
-        compress = rec.rtype in COMPRESSIBLE_RDATA
-        for part in rec.rdata:
-            if isinstance(part, str):
-                self.name(part, compress)
-            else:
-                buf += part
-        _RR_FIXED.pack_into(buf, start, rec.rtype, 1, rec.ttl, len(buf) - start - 10)
+        put_record(self.buf, self.names, rec)
         self.counts[section] += 1
 
     def add_raw(self, section: int, raw: bytes) -> None:
@@ -222,7 +388,7 @@ class ReplyBuilder:
         self.counts[section] += 1
 
     def finish(self) -> bytes:
-        struct.pack_into("!HHHH", self.buf, 4, *self.counts)
+        _COUNTS.pack_into(self.buf, 4, *self.counts)
         return bytes(self.buf)
 
 

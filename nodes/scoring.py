@@ -12,8 +12,10 @@ position in the zone's own (sorted) order.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from operator import add
 from typing import Protocol
 
 import bm25s
@@ -55,7 +57,26 @@ class _BM25Index:
 
     ``bm25s.BM25.get_scores`` spends ~17 µs of Python per call on tiny zone corpora; the
     same sums over the same precomputed weights cost a few µs this way.
+
+    :meth:`rank` (what the server calls) goes further and avoids numpy for small corpora,
+    where its per-call overhead dominates. It adds the same float64 weights in the same
+    order and sorts stably, so it returns exactly ``top_k(self.scores(intent), ...)``:
+
+    * up to :attr:`DENSE_MAX` documents: one dense weight list per token, summed
+      element-wise with ``map(operator.add, …)``;
+    * up to :attr:`PYTHON_MAX`: per-token (document, weight) postings summed in a dict;
+      only the touched documents are sorted (weights are positive, so untouched ones score
+      exactly 0.0 and come last, by index);
+    * larger: numpy.
+
+    The limits are the crossovers measured on a 2-vCPU VM (3 common-word tokens per intent;
+    ``tests/test_codec.py`` checks all three paths against numpy's lexsort).
     """
+
+    #: Largest corpus ranked with dense per-token weight lists.
+    DENSE_MAX = 24
+    #: Largest corpus ranked in pure Python (numpy above).
+    PYTHON_MAX = 160
 
     def __init__(self, texts: Sequence[str]) -> None:
         model = bm25s.BM25()
@@ -68,6 +89,27 @@ class _BM25Index:
                 continue
             lo, hi = sc["indptr"][tid], sc["indptr"][tid + 1]
             self._columns[token] = (sc["indices"][lo:hi], sc["data"][lo:hi].astype(float))
+        # (document, weight) pairs per token, for the pure-Python path. Only real tokens
+        # (what tokenize() can return) are kept, so raw regex matches can be looked up
+        # without tokenize()'s filter: a stop word or one-letter token is never a key.
+        self._postings: dict[str, tuple[tuple[int, float], ...]] = {
+            token: tuple(zip(docs.tolist(), weights.tolist(), strict=True))
+            for token, (docs, weights) in self._columns.items() if tokenize(token) == [token]}
+        weights = [w for col in self._postings.values() for _, w in col]
+        self._docs = list(range(self._n))
+        # Dense lists: exact as long as no weight is NaN (sort order would differ).
+        self._vectors: dict[str, list[float]] | None = None
+        if self._n <= self.DENSE_MAX and all(math.isfinite(w) for w in weights):
+            self._vectors = {}
+            for token, column in self._postings.items():
+                vector = [0.0] * self._n
+                for doc, weight in column:
+                    vector[doc] = weight
+                self._vectors[token] = vector
+        # Sparse: with only positive weights a document no token touches scores exactly 0.0
+        # and every touched one more, so only touched documents need sorting.
+        self._sparse = self._n <= self.PYTHON_MAX and all(
+            w > 0.0 and math.isfinite(w) for w in weights)
 
     def scores(self, intent: str) -> np.ndarray:
         out = np.zeros(self._n)
@@ -76,6 +118,44 @@ class _BM25Index:
             if column is not None:
                 out[column[0]] += column[1]
         return out
+
+    def rank(self, intent: str, k: int, candidates: Sequence[int] | None = None) -> list[int]:
+        """``top_k(self.scores(intent), k, candidates)``, computed without numpy when small."""
+        vectors = self._vectors
+        if vectors is not None:
+            get = vectors.get
+            total = None
+            for token in _TOKEN.findall(intent.lower()):
+                vector = get(token)
+                if vector is not None:  # numpy's order: 0.0 + w1 + w2 …
+                    total = vector if total is None else list(map(add, total, vector))
+            order = self._docs if candidates is None else sorted(candidates)
+            if total is None:  # every score 0.0: index order
+                order = order.copy()
+            else:  # stable: ties keep index order
+                order = sorted(order, key=total.__getitem__, reverse=True)
+            return order if k == 0 else order[:k]
+        if not self._sparse:
+            return top_k(self.scores(intent), k, candidates)
+        acc: dict[int, float] = {}
+        get = self._postings.get
+        for token in _TOKEN.findall(intent.lower()):
+            column = get(token)
+            if column is not None:
+                for doc, weight in column:
+                    acc[doc] = acc.get(doc, 0.0) + weight  # numpy's order: 0.0 + w1 + w2 …
+        if candidates is not None:
+            dense = [0.0] * self._n
+            for doc, score in acc.items():
+                dense[doc] = score
+            order = sorted(candidates)  # ties by index: a stable sort keeps this order
+            order.sort(key=dense.__getitem__, reverse=True)
+            return order if k == 0 else order[:k]
+        order = sorted(acc)
+        order.sort(key=acc.__getitem__, reverse=True)
+        if (k == 0 or len(order) < k) and len(order) < self._n:  # then the zeros, by index
+            order += [doc for doc in range(self._n) if doc not in acc]
+        return order if k == 0 else order[:k]
 
 
 class BM25Scorer:
@@ -160,3 +240,19 @@ def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None) -> l
     order = np.lexsort((idx, -np.asarray(scores, dtype=float)[idx]))
     chosen = idx[order]
     return (chosen if k == 0 else chosen[:k]).tolist()
+
+
+#: ``rank(intent_text, k, candidates=None)`` -> chosen indices, best first (see top_k).
+Ranker = Callable[..., list[int]]
+
+
+def ranker(index: ScoreIndex) -> Ranker:
+    """The index's own ``rank`` method if it has one, else top_k over its scores."""
+    fast = getattr(index, "rank", None)
+    if fast is not None:
+        return fast
+
+    def rank(intent: str, k: int, candidates: Sequence[int] | None = None) -> list[int]:
+        return top_k(index.scores(intent), k, candidates)
+
+    return rank

@@ -37,6 +37,7 @@ from dnslib import DNSRecord
 if __name__ == "__main__":  # allow `python tests/test_codec.py --regenerate` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from nodes import codec
 from nodes.authoritative import AuthoritativeServer
 from nodes.scoring import BM25Scorer, TfidfScorer, tokenize, top_k
 from nodes.wire import DEFAULT_OPTION_CODE, Intent
@@ -424,7 +425,11 @@ def test_golden_file_covers_the_promised_cases(golden):
                for c in cases)  # TCP: TC with the records that fit in 64 KiB
 
 
-def test_replies_are_byte_identical_to_golden(golden):
+@pytest.mark.parametrize("memo", ["default", "tiny"])
+def test_replies_are_byte_identical_to_golden(golden, memo, monkeypatch):
+    if memo == "tiny":  # name memos evicting all the time (codec) or off (server)
+        monkeypatch.setattr(codec, "NAME_MEMO_SIZE", 2)
+        monkeypatch.setattr(AuthoritativeServer, "NAME_MEMO", 0)
     servers = make_servers(golden, packet_cache=0)
     bad = []
     for case in golden["cases"]:
@@ -456,6 +461,16 @@ def test_packet_cache_returns_the_same_bytes(golden):
     assert sum(s.stats.counts["packet_cache_hit"] for s in servers.values()) > 300
 
 
+def test_packet_cache_evicts_first_in_first_out(golden):
+    server = AuthoritativeServer([zone_from_json(z) for z in golden["zones"]["synthetic"]],
+                                 packet_cache=3)
+    q = [make_query(name, SOA) for name in ("tools.", ".", "x.tools.", "y.tools.")]
+    for i in (0, 1, 2, 3, 1, 0, 1, 3):  # cache after each: 0 / 01 / 012 / 123 / hit /
+        server.handle(q[i], SRC, 0.0)  # 230 / 301 / hit
+    assert server.stats.counts["packet_cache_hit"] == 2
+    assert server.stats.counts["rx_udp"] == 8
+
+
 def test_every_reply_parses_with_dnslib_and_dnspython(golden):
     for case in golden["cases"]:
         if case["reply"] is None:
@@ -472,6 +487,51 @@ def test_every_reply_parses_with_dnslib_and_dnspython(golden):
             assert len(raw) <= 65535
 
 
+def test_parse_query_name_memo_is_transparent(golden):
+    """A remembered name decodes as a fresh one; look-alikes are not taken for it."""
+    for case in golden["cases"]:
+        wire = bytes.fromhex(case["query"])
+        codec._NAME_MEMO.clear()
+        cold = codec.parse_query(wire)
+        warm = codec.parse_query(wire)
+        if cold is None:
+            assert warm is None
+            continue
+        assert warm is not None
+        assert [getattr(cold, f) for f in cold._FIELDS] == [
+            getattr(warm, f) for f in warm._FIELDS]
+    plain = make_query("ab.cd.", A)
+    assert codec.parse_query(plain).qname == "ab.cd."
+    # same bytes up to the first zero, but that zero sits inside a label / the name is longer
+    for name in (b"\x02ab\x03c\x00d\x00", b"\x02ab\x02cd\x00\x00", b"\x02ab\x02cd\x01"):
+        wire = make_query(name, A)
+        assert codec.parse_query(wire) is None or codec.parse_query(wire).qname != "ab.cd."
+
+
+def test_reply_builder_matches_server_encoding(golden):
+    """The general-purpose ReplyBuilder encodes like the server's inline _fit."""
+    server = make_servers(golden, packet_cache=0)["all"]
+    for case in golden["cases"]:
+        if case["server"] != "all" or case["transport"] != "udp" or not case["reply"]:
+            continue
+        wire = bytes.fromhex(case["query"])
+        view = codec.parse_query(wire)
+        if view is None:
+            continue
+        _, reply = server._answer(view)
+        fitted = server._fit(view, reply, "tcp")
+        if fitted[2] & 0x02:
+            continue
+        flags = int.from_bytes(fitted[2:4], "big")
+        b = codec.ReplyBuilder(view.id, flags, view.question, view.qname, view.simple_name)
+        for section, recs in ((1, reply.answer), (2, reply.authority), (3, reply.additional)):
+            for rec in recs:
+                b.add(section, rec)
+        if view.opt_udp is not None:
+            b.add_raw(3, codec.opt_bytes(server.max_udp_size, reply.ext_rcode))
+        assert b.finish() == fitted, case["what"]
+
+
 def _reference_top_k(scores, k, candidates=None) -> list[int]:
     """top_k as first written (numpy lexsort): higher score first, ties by index."""
     idx = np.arange(len(scores)) if candidates is None else np.asarray(candidates, dtype=int)
@@ -482,18 +542,28 @@ def _reference_top_k(scores, k, candidates=None) -> list[int]:
     return (chosen if k == 0 else chosen[:k]).tolist()
 
 
-def test_rankings_match_numpy_reference(golden):
-    """The server's ranking equals lexsort over the dense BM25 score vector."""
+@pytest.mark.parametrize("path", ["dense", "sparse", "numpy"])
+def test_rankings_match_numpy_reference(golden, path, monkeypatch):
+    """Every ranking path of the BM25 index equals lexsort over the dense score vector."""
+    from nodes.scoring import _BM25Index
+
+    limits = {"dense": (10**9, 10**9), "sparse": (0, 10**9), "numpy": (0, 0)}[path]
+    monkeypatch.setattr(_BM25Index, "DENSE_MAX", limits[0])
+    monkeypatch.setattr(_BM25Index, "PYTHON_MAX", limits[1])
     rng = random.Random(11)
     zones = [zone_from_json(z) for g in golden["zones"].values() for z in g]
+    corpora = [["same words here"] * 5 + ["same words", "words", "", "other"]]  # ties
     for zone in zones:
-        items = ([f"{t.name} {t.description}" for t in zone.tools] or
-                 [c.summary for c in zone.children])
-        if not items:
-            continue
+        for service in sorted({t.service for t in zone.tools}):
+            corpora.append([f"{t.name} {t.description}" for t in zone.tools
+                            if t.service == service])
+        if zone.children:
+            corpora.append([c.summary for c in zone.children])
+    for items in corpora:
         index = BM25Scorer().index([str(i) for i in range(len(items))], items)
-        vocab = [*sorted({w for t in items for w in tokenize(t)}), "zzqx"]
-        for _ in range(40):
+        rank = index.rank  # type: ignore[attr-defined]
+        vocab = [*sorted({w for t in items for w in tokenize(t)}), "zzqx", "the", "a"]
+        for _ in range(30):
             text = " ".join(rng.choice(vocab) for _ in range(rng.randrange(0, 7)))
             scores = index.scores(text)
             k = rng.choice([0, 1, 2, 3, 5, 255])
@@ -501,9 +571,7 @@ def test_rankings_match_numpy_reference(golden):
             for c in (None, cands):
                 want = _reference_top_k(scores, k, c)
                 assert top_k(scores, k, c) == want
-                rank = getattr(index, "rank", None)
-                if rank is not None:
-                    assert rank(text, k, c) == want, (zone.name, text, k, c)
+                assert rank(text, k, c) == want, (items[:2], text, k, c)
 
 
 if __name__ == "__main__":
