@@ -31,13 +31,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from nodes.codec import (
-    RDATA,
     FormatError,
     QueryView,
     Rec,
     character_strings,
     opt_bytes,
     parse_query,
+    put_name,
+    put_record,
     question_names,
     view_from_dnslib,
 )
@@ -457,51 +458,11 @@ class AuthoritativeServer:
                 else:
                     mark = len(buf)
                     pieces = rec.pieces
-                    if len(pieces) == 2:  # owner name + fixed rest: put_name() inline
-                        (owner, keys, prefixes), tail = pieces  # type: ignore[misc]
-                        i = 0
-                        for key in keys:
-                            ptr = names.get(key)
-                            if ptr is not None:
-                                buf += prefixes[i]
-                                buf += (0xC000 | ptr).to_bytes(2, "big")
-                                break
-                            i += 1
-                        else:
-                            buf += owner
-                        for j in range(i):
-                            at = mark + len(prefixes[j])
-                            if at >= 0x3FFF:
-                                break
-                            names[keys[j]] = at
-                        buf += tail
-                    else:  # NS/SOA: names in RDATA too; put_record() inline
-                        rdata = 0
-                        for piece in pieces:
-                            if piece.__class__ is bytes:
-                                buf += piece  # type: ignore[operator]
-                                continue
-                            if piece is RDATA:
-                                rdata = len(buf)
-                                continue
-                            owner, keys, prefixes = piece  # type: ignore[misc]
-                            at = len(buf)
-                            i = 0
-                            for key in keys:
-                                ptr = names.get(key)
-                                if ptr is not None:
-                                    buf += prefixes[i]
-                                    buf += (0xC000 | ptr).to_bytes(2, "big")
-                                    break
-                                i += 1
-                            else:
-                                buf += owner
-                            for j in range(i):
-                                offset = at + len(prefixes[j])
-                                if offset >= 0x3FFF:
-                                    break
-                                names[keys[j]] = offset
-                        buf[rdata - 2 : rdata] = (len(buf) - rdata).to_bytes(2, "big")
+                    if len(pieces) == 2:  # owner name + fixed rest
+                        put_name(buf, names, pieces[0])  # type: ignore[arg-type]
+                        buf += pieces[1]  # type: ignore[operator]
+                    else:  # NS/SOA: names in RDATA too
+                        put_record(buf, names, rec)
                     if len(buf) > room:
                         del buf[mark:]
                         truncated = section != 2 or n < reply.required

@@ -1,4 +1,4 @@
-"""Fast path for the authoritative server: query view, pre-encoded records, reply builder.
+"""Fast path for the authoritative server: query view, pre-encoded records, name compression.
 
 dnslib builds and packs a reply through per-field range-checked objects (≈ 300 µs for a
 six-record referral, see benchmarks/RESULTS.md), which would make the codec — not the
@@ -10,9 +10,9 @@ protocol — the bottleneck of every measurement. So the server:
 * keeps every record it may send as a :class:`Rec` encoded once at zone load: the whole
   record where nothing depends on the message (an SRV owned by the question's name), else
   fixed chunks plus names prepared for compression (:func:`prepare_name`);
-* appends records with :func:`put_record` (``AuthoritativeServer._fit`` does the same
-  inline), compressing names (RFC 1035 §4.1.4) in owners and in NS/SOA RDATA, never in SRV
-  targets (RFC 2782). :class:`ReplyBuilder` wraps this for general use.
+* appends records with :func:`put_name` / :func:`put_record` (from
+  ``AuthoritativeServer._fit``), compressing names (RFC 1035 §4.1.4) in owners and in
+  NS/SOA RDATA, never in SRV targets (RFC 2782).
 
 ``tests/test_codec.py`` pins the reply bytes; the tests check every reply with dnslib,
 dnspython and dig.
@@ -353,43 +353,6 @@ def put_record(buf: bytearray, names: dict[str, int], rec: Rec) -> None:
             put_name(buf, names, piece)  # type: ignore[arg-type]
     if rdata:
         buf[rdata - 2 : rdata] = (len(buf) - rdata).to_bytes(2, "big")
-
-
-class ReplyBuilder:
-    """Appends records to a reply with name compression; tracks section counts.
-
-    The server's ``_fit`` does the same inline; this is the general-purpose form.
-    """
-
-    __slots__ = ("buf", "counts", "names")
-
-    def __init__(self, qid: int, flags: int, question: bytes, qname: str, simple: bool) -> None:
-        self.buf = bytearray(_ID_FLAGS.pack(qid, flags))
-        self.buf += bytes(8)
-        self.counts = [1 if question else 0, 0, 0, 0]
-        self.buf += question
-        # every suffix of the question name can be pointed at
-        self.names = question_names(qname) if question and simple else {}
-
-    def name(self, name: str, compress: bool = True) -> None:
-        prepared = prepare_name(name)
-        if compress:
-            put_name(self.buf, self.names, prepared)
-        else:
-            self.buf += prepared[0]
-
-    def add(self, section: int, rec: Rec) -> None:
-        put_record(self.buf, self.names, rec)
-        self.counts[section] += 1
-
-    def add_raw(self, section: int, raw: bytes) -> None:
-        """A record that needs no compression (the OPT pseudo-record)."""
-        self.buf += raw
-        self.counts[section] += 1
-
-    def finish(self) -> bytes:
-        _COUNTS.pack_into(self.buf, 4, *self.counts)
-        return bytes(self.buf)
 
 
 def opt_bytes(udp_size: int, ext_rcode: int = 0) -> bytes:
