@@ -270,7 +270,7 @@ class AuthoritativeServer:
         bounded memo (first in, first out): a resolver asks each zone under a handful of
         cursor names, and splitting them costs more than the dictionary lookup.
         """
-        info = (_split_tool_name(qname) if qname.startswith("_") else None,
+        info = (parse_tool_name(qname) if qname.startswith("_") else None,
                 question_names(qname))
         memo = self._name_info
         if len(memo) >= self.NAME_MEMO:
@@ -320,7 +320,7 @@ class AuthoritativeServer:
         if info is not None:
             tq = info[0]
         elif qname.startswith("_"):
-            tq = _split_tool_name(qname) if q.simple_name else _tool_parts(qname)
+            tq = parse_tool_name(qname)
         else:
             tq = None
         # A cursor points at a zone; any other name is looked up as itself.
@@ -557,27 +557,3 @@ def _build_state(zone: ZoneData) -> _ZoneState:
         negative_soa=negative, name=name, leaf=data.is_leaf,
         child_by_zone={c.data.zone: c for c in children},
         negative={rcode: _Reply(rcode, True, (), (negative,)) for rcode in (NOERROR, NXDOMAIN)})
-
-
-def _split_tool_name(qname: str) -> tuple[str, str, str, bool] | None:
-    """:func:`nodes.wire.parse_tool_name` for a plain lower-case name from ``parse_query``.
-
-    Such a name has non-empty labels and exactly one trailing dot, so splitting off the
-    first three labels gives the same parts. Returns (service, proto, zone, cursor).
-    """
-    parts = qname.split(".", 3)
-    if len(parts) < 4:
-        return None
-    svc, proto, first, rest = parts
-    if not (svc.startswith("_") and proto.startswith("_")) or len(svc) < 2 or len(proto) < 2:
-        return None
-    cursor = first.startswith("_")
-    head = first[1:] if cursor else first
-    if not head or head.startswith("_"):
-        return None
-    return svc[1:], proto[1:], f"{head}.{rest}", cursor
-
-
-def _tool_parts(qname: str) -> tuple[str, str, str, bool] | None:
-    tq = parse_tool_name(qname)
-    return None if tq is None else (tq.service, tq.proto, tq.zone, tq.cursor)

@@ -193,7 +193,6 @@ class _Task:
     asks: list[Ask] = field(default_factory=list)
     replies: list[Reply | None] = field(default_factory=list)
     client: tuple[DNSRecord, Address, str] | None = None  # stub query to answer when done
-    done: bool = False
     value: object = None  # the generator's return value
 
 
@@ -305,7 +304,6 @@ class RecursiveResolver:
             asks = next(task.gen) if replies is None else task.gen.send(replies)
         except StopIteration as stop:
             task.value = stop.value
-            task.done = True
             self._finish(task, now)
             return
         if task.result is not None:

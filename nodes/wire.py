@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from dnslib import EDNS0, QTYPE, DNSLabel, DNSRecord, EDNSOption
 
@@ -146,8 +147,7 @@ def expanded_name(service: str, zone: str, proto: str = "tcp") -> str:
     return f"_{service}._{proto}.{normalise(zone)}"
 
 
-@dataclass(frozen=True, slots=True)
-class ToolQuery:
+class ToolQuery(NamedTuple):
     """A query name split into its ToolDNS parts."""
 
     service: str
@@ -158,15 +158,14 @@ class ToolQuery:
 
 def parse_tool_name(name: str | DNSLabel) -> ToolQuery | None:
     """Split ``_svc._proto[._]zone.`` into its parts; None if the name is not of that shape."""
-    labels = normalise(name).rstrip(".").split(".")
-    if len(labels) < 3:
+    parts = normalise(name).split(".", 3)
+    if len(parts) < 4:  # fewer than three labels
         return None
-    svc, proto, first = labels[0], labels[1], labels[2]
+    svc, proto, first, rest = parts
     if not (svc.startswith("_") and proto.startswith("_")) or len(svc) < 2 or len(proto) < 2:
         return None
     cursor = first.startswith("_")
     head = first[1:] if cursor else first
     if not head or head.startswith("_"):
         return None
-    zone = ".".join([head, *labels[3:]]) + "."
-    return ToolQuery(service=svc[1:], proto=proto[1:], zone=zone, cursor=cursor)
+    return ToolQuery(svc[1:], proto[1:], f"{head}.{rest}", cursor)

@@ -16,7 +16,6 @@ from nodes.resolver import DiscoveryResult, RecursiveResolver
 from sim.hierarchy import Hierarchy
 from sim.workload import Job
 
-RESOLVER_PORT = 53
 AGENT_PORT = 40000
 
 

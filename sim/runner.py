@@ -71,7 +71,6 @@ class Network:
     agent_resolver: list[int]
     role_of: dict[str, str]
     path: net.PathModel
-    graph_nodes: int
 
 
 def build_network(sc: Scenario, hierarchy: Hierarchy) -> Network:
@@ -104,8 +103,7 @@ def build_network(sc: Scenario, hierarchy: Hierarchy) -> Network:
         role_of[ip] = f"agent:{i}"
         roles.append(net.Role(role_of[ip], "agent", f"resolver:{agent_resolver[i]}"))
     placement = net.place(graph, roles, sc.seed, strategy=spec.placement)
-    return Network(resolvers, agents, agent_resolver, role_of, net.PathModel(graph, placement),
-                   graph.number_of_nodes())
+    return Network(resolvers, agents, agent_resolver, role_of, net.PathModel(graph, placement))
 
 
 def start_zone(sc: Scenario, ns: Namespace) -> str:
