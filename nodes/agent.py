@@ -94,7 +94,7 @@ class StubAgent:
         wire = bytes(msg.pack())
         step = Step(qname=qname, qtype="SRV", server=self.resolver, transport=transport,
                     sent=now, rtt=None, bytes_out=len(wire), bytes_in=0, outcome="sent",
-                    with_intent=True)
+                    with_intent=True, qid=qid)
         result.steps.append(step)
         result.ids.append(qid)
         self._pending[qid] = _Pending(result, wire, qname, attempt, transport,

@@ -112,6 +112,7 @@ class Step:
     bytes_in: int
     outcome: str
     with_intent: bool
+    qid: int = 0  # DNS message ID (lets a packet capture be matched to its discovery)
 
 
 @dataclass
@@ -329,7 +330,7 @@ class RecursiveResolver:
         step = Step(
             qname=ask.qname, qtype=QTYPE[ask.qtype], server=server, transport=transport,
             sent=now, rtt=None, bytes_out=len(wire), bytes_in=0, outcome="sent",
-            with_intent=ask.intent is not None,
+            with_intent=ask.intent is not None, qid=qid,
         )
         if task.result is not None:
             task.result.steps.append(step)

@@ -52,3 +52,81 @@ def steps_cost(steps) -> WireCost:  # steps: Iterable[nodes.resolver.Step]
     for s in steps:
         total = total + exchange_cost(s.transport, s.bytes_out, s.bytes_in)
     return total
+
+
+# ------------------------------------------------------------------ HTTP over TCP (and TLS)
+
+TCP_SYN = 40  # TCP header of a Linux SYN / SYN-ACK: MSS, SACK-permitted, timestamps, WS
+TCP_TS = 32  # TCP header with the timestamp option (every later Linux segment)
+LOOPBACK_MTU = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class TcpModel:
+    """Packets of one TCP connection as Linux sends them (checked against capture).
+
+    * handshake: SYN, SYN-ACK, ACK (client closes: FIN, FIN, ACK);
+    * a message of n bytes: ceil(n / MSS) segments of 52 + payload bytes;
+    * ACKs: the server acknowledges the first data flight of a connection at once
+      (Linux "quickack" at connection start) and later ones ride on its response; the
+      client acknowledges every flight it receives with a pure ACK (it either closes or
+      stays idle longer than the 40 ms delayed-ACK timer).
+    """
+
+    mtu: int = LOOPBACK_MTU
+
+    @property
+    def mss(self) -> int:
+        return self.mtu - IPV4 - TCP_TS
+
+    def segments(self, payload: int) -> tuple[int, int]:
+        """(packets, IP bytes) of one message of ``payload`` bytes."""
+        if payload <= 0:
+            return 0, 0
+        n = -(-payload // self.mss)
+        return n, payload + n * (IPV4 + TCP_TS)
+
+
+def http_cost(steps, opened: int, closed: int, tls, model: TcpModel,
+              first_flights: int = 0) -> WireCost:
+    """IP-layer cost of a registry discovery.
+
+    ``steps`` are its HTTP exchanges (``bytes_out``/``bytes_in`` application bytes; a step
+    without a response carries ``bytes_in`` 0), ``opened``/``closed`` the connections it
+    opened and closed, ``tls`` a :class:`sim.registries.TlsSizes` or None, and
+    ``first_flights`` how many of the steps are the first request on a new connection.
+    """
+    bare = IPV4 + TCP_TS
+    up = down = pu = pd = 0
+    # handshakes: SYN, SYN-ACK, ACK
+    pu += 2 * opened
+    pd += opened
+    up += opened * (IPV4 + TCP_SYN + bare)
+    down += opened * (IPV4 + TCP_SYN)
+    if tls is not None and opened:
+        for size, toward_server in ((tls.client_hello, True), (tls.server_flight, False),
+                                    (tls.client_finished, True), (tls.tickets, False)):
+            n, b = model.segments(size)
+            if toward_server:
+                pu, up = pu + n * opened, up + b * opened
+            else:
+                pd, down = pd + n * opened, down + b * opened
+        # ACKs: the server acks ClientHello at once (quickack); the client acks the server
+        # flight and the tickets
+        pd, down = pd + opened, down + opened * bare
+        pu, up = pu + 2 * opened, up + 2 * opened * bare
+    for s in steps:
+        req = tls.records(s.bytes_out) if tls is not None else s.bytes_out
+        n, b = model.segments(req)
+        pu, up = pu + n, up + b
+        if s.bytes_in:
+            resp = tls.records(s.bytes_in) if tls is not None else s.bytes_in
+            n, b = model.segments(resp)
+            pd, down = pd + n, down + b
+            pu, up = pu + 1, up + bare  # the client's ACK of the response
+    # the server's immediate ACK of the first request on a fresh connection (quickack)
+    pd, down = pd + first_flights, down + first_flights * bare
+    # teardown (the client closes): FIN →, ← FIN, ACK →
+    pu, up = pu + 2 * closed, up + 2 * closed * bare
+    pd, down = pd + closed, down + closed * bare
+    return WireCost(up, pu, down, pd)

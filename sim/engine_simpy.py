@@ -24,6 +24,8 @@ SYN_RTO = 1.0  # Linux initial retransmission timeout for SYN (RFC 6298 §2.1)
 
 
 def run_simpy(plan: RunPlan) -> EngineOutput:
+    if plan.registry is not None:
+        return run_http_simpy(plan)
     env = simpy.Environment()
     rng = np.random.default_rng([plan.seed, 1])  # network draws; the same for every scheme
     out = EngineOutput()
@@ -167,6 +169,128 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
     else:
         for job in plan.jobs:
             env.timeout(t0 + job.at - env.now).callbacks.append(lambda _e, job=job: ask(job))
+    env.run()
+    out.end_time = env.now
+    return out
+
+
+def run_http_simpy(plan: RunPlan) -> EngineOutput:
+    """A registry scheme: agents talk HTTP/1.1 (optionally over TLS) to one registry host.
+
+    Connection set-up costs the TCP handshake (and the TLS 1.3 flights) in delay; each
+    request and response travels as one message of its real bytes (TLS records added);
+    wire packets and bytes come from :func:`sim.accounting.http_cost`.
+    """
+    from sim.accounting import TCP_SYN, TCP_TS
+
+    env = simpy.Environment()
+    rng = np.random.default_rng([plan.seed, 1])
+    out = EngineOutput()
+    reg = plan.registry
+    server, rip = reg.server, reg.address  # type: ignore[attr-defined]
+    tls = plan.tls
+    busy: dict[str, float] = {}
+    armed: dict[str, float] = {}
+    done_events: dict[int, simpy.Event] = {}
+
+    def one_way(src: str, dst: str, size: int, rto: float) -> float:
+        total = 0.0
+        out.count(src, "tx_packets")
+        out.count(src, "tx_bytes", size)
+        d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+        while d is None:  # TCP retransmits a lost segment after its timeout
+            out.lost += 1
+            total += rto
+            d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+        out.count(dst, "rx_packets")
+        out.count(dst, "rx_bytes", size)
+        return total + d
+
+    def wire(payload: int) -> int:
+        return IPV4 + TCP_TS + (tls.records(payload) if tls is not None else payload)  # type: ignore[attr-defined]
+
+    def later(delay: float, fn, *args) -> None:  # type: ignore[no-untyped-def]
+        env.timeout(delay).callbacks.append(lambda _e: fn(*args))
+
+    def pump(ip: str) -> None:
+        agent = plan.agents[ip]
+        for act in agent.to_send():  # type: ignore[attr-defined]
+            if act.kind == "open":
+                d = (one_way(ip, rip, IPV4 + TCP_SYN, SYN_RTO)
+                     + one_way(rip, ip, IPV4 + TCP_SYN, SYN_RTO))
+                if tls is not None:  # ClientHello → server flight (1 RTT more)
+                    d += one_way(ip, rip, IPV4 + TCP_TS + tls.client_hello, 0.2)  # type: ignore[attr-defined]
+                    d += one_way(rip, ip, IPV4 + TCP_TS + tls.server_flight, 0.2)  # type: ignore[attr-defined]
+                later(d, connected, ip, act.conn)
+            elif act.kind == "send":
+                later(one_way(ip, rip, wire(len(act.data)), 0.2), to_server, ip, act.conn,
+                      act.data)
+            else:
+                later(one_way(ip, rip, IPV4 + TCP_TS, 0.2), to_server, ip, act.conn, b"")
+        for result in agent.pop_done():  # type: ignore[attr-defined]
+            out.stubs.append((result.tag, result))
+            ev = done_events.pop(result.tag.index, None)
+            if ev is not None:
+                ev.succeed()
+        when = agent.next_timer()
+        if when is not None and armed.get(ip) != when:
+            armed[ip] = when
+            later(max(0.0, when - env.now), fire, ip, when)
+
+    def fire(ip: str, when: float) -> None:
+        if armed.get(ip) == when:
+            del armed[ip]
+            plan.agents[ip].on_timer(env.now)
+            pump(ip)
+
+    def connected(ip: str, conn: int) -> None:
+        plan.agents[ip].connected(conn, env.now)  # type: ignore[attr-defined]
+        pump(ip)
+
+    def to_server(ip: str, conn: int, data: bytes) -> None:
+        start = max(env.now, busy.get(rip, 0.0))
+        busy[rip] = start + plan.server_time
+
+        def process(_e: object = None) -> None:
+            t = perf_counter()
+            reply, _close = server.receive((ip, conn), data, env.now)
+            if plan.measure is not None:
+                plan.measure.setdefault("server", []).append(perf_counter() - t)
+            if reply:
+                later(one_way(rip, ip, wire(len(reply)), 0.2), to_agent, ip, conn, reply)
+
+        later(start + plan.server_time - env.now, process)
+
+    def to_agent(ip: str, conn: int, data: bytes) -> None:
+        start = max(env.now, busy.get(ip, 0.0))
+        busy[ip] = start + plan.agent_time
+
+        def process() -> None:
+            plan.agents[ip].receive(conn, data, env.now)  # type: ignore[attr-defined]
+            pump(ip)
+
+        later(start + plan.agent_time - env.now, process)
+
+    def ask(job: Job) -> None:
+        ip = plan.agent_order[job.agent]
+        out.schedule_error.append(0.0)
+        plan.agents[ip].ask(job, plan.requests[job.index], env.now)
+        pump(ip)
+
+    if plan.closed_loop:
+        def agent_loop(jobs: list[Job]) -> Iterator[simpy.Event]:
+            for job in jobs:
+                done = done_events[job.index] = env.event()
+                ask(job)
+                yield done
+                if job.think:
+                    yield env.timeout(job.think)
+
+        for a in range(len(plan.agent_order)):
+            env.process(agent_loop([j for j in plan.jobs if j.agent == a]))
+    else:
+        for job in plan.jobs:
+            later(job.at, ask, job)
     env.run()
     out.end_time = env.now
     return out

@@ -1,0 +1,143 @@
+"""Instantiate the HTTP registry baselines for a run, and their TLS set-up.
+
+* :func:`registry_tools` lists a namespace's tools as the registries publish them.
+* :class:`RegistrySetup` holds one run's PKI (CA, registry certificate; deterministic per
+  seed), the registry node and the TLS contexts the live engine uses.
+* :func:`tls_sizes` measures the byte sizes of a real TLS 1.3 handshake and record
+  overhead with those very contexts, in memory (``ssl.MemoryBIO``), so the simulation's
+  TCP/TLS accounting comes from real encoded messages too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import ssl
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodes.pki import Identity, issue, make_ca
+from nodes.registry import AgentDNSRegistry, ANSRegistry, RegistryServer, RegistryTool
+from nodes.scoring import Scorer
+from topologies.namespace import TLD, Namespace
+
+REGISTRY_HOST = "registry.test"  # RFC 6761 reserved name; the certificate's subject
+REGISTRY_ADDRESS = "127.0.80.1"
+REGISTRY_PORT = 8080
+
+
+def registry_tools(ns: Namespace) -> list[RegistryTool]:
+    out = []
+    for t in sorted(ns.tools.values(), key=lambda t: t.id):
+        category = t.zone.removesuffix("." + TLD).rstrip(".")
+        out.append(RegistryTool(id=t.id, name=t.name, description=t.description,
+                                service=t.service, org=t.org or "public", category=category,
+                                slug=t.slug, address=t.address, port=t.port))
+    return out
+
+
+@dataclass
+class RegistrySetup:
+    kind: str
+    ca: Identity
+    identity: Identity
+    server: RegistryServer
+    address: str = REGISTRY_ADDRESS
+    port: int = REGISTRY_PORT
+
+    def server_context(self) -> ssl.SSLContext:
+        return _server_context(self.identity.cert_pem, self.identity.key_pem)
+
+    def client_context(self) -> ssl.SSLContext:
+        return _client_context(self.ca.cert_pem)
+
+
+def build_registry(kind: str, ns: Namespace, scorer: Scorer, seed: int,
+                   address: str = REGISTRY_ADDRESS, port: int = REGISTRY_PORT,
+                   ttl: int = 300) -> RegistrySetup:
+    ca = make_ca(seed)
+    identity = issue(ca, seed, REGISTRY_HOST, (address,))
+    tools = registry_tools(ns)
+    if kind == "agentdns":
+        app: AgentDNSRegistry | ANSRegistry = AgentDNSRegistry(tools, scorer)
+    elif kind == "ans":
+        summaries = {z.removesuffix("." + TLD).rstrip("."): n.summary
+                     for z, n in ns.zones.items()}
+        app = ANSRegistry(tools, scorer, identity, ca, summaries, ttl=ttl)
+    else:
+        raise ValueError(f"unknown registry kind {kind!r}")
+    return RegistrySetup(kind, ca, identity, RegistryServer(app, name=kind), address, port)
+
+
+def _context(server: bool) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+    return ctx
+
+
+def _server_context(cert_pem: str, key_pem: bytes) -> ssl.SSLContext:
+    ctx = _context(server=True)
+    with tempfile.TemporaryDirectory() as tmp:  # load_cert_chain reads files only
+        cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
+        cert.write_text(cert_pem)
+        key.write_bytes(key_pem)
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def _client_context(ca_pem: str) -> ssl.SSLContext:
+    ctx = _context(server=False)
+    ctx.load_verify_locations(cadata=ca_pem)
+    return ctx
+
+
+@dataclass(frozen=True)
+class TlsSizes:
+    """Bytes of each TLS 1.3 flight (full handshake) and per-record overhead."""
+
+    client_hello: int
+    server_flight: int  # ServerHello … server Finished
+    client_finished: int
+    tickets: int  # NewSessionTicket records sent after the handshake
+    record_overhead: int  # header + content type + AEAD tag per application record
+    max_record: int = 16384
+
+    def records(self, payload: int) -> int:
+        """TLS bytes that carry ``payload`` application bytes in one write."""
+        if payload == 0:
+            return 0
+        n = -(-payload // self.max_record)
+        return payload + n * self.record_overhead
+
+
+@functools.cache
+def tls_sizes(cert_pem: str, key_pem: bytes, ca_pem: str) -> TlsSizes:
+    """Run one real TLS 1.3 handshake between the run's contexts, in memory, and measure."""
+    s_in, s_out, c_in, c_out = (ssl.MemoryBIO() for _ in range(4))
+    server = _server_context(cert_pem, key_pem).wrap_bio(s_in, s_out, server_side=True)
+    client = _client_context(ca_pem).wrap_bio(c_in, c_out, server_side=False,
+                                              server_hostname=REGISTRY_HOST)
+
+    def handshake(obj: ssl.SSLObject) -> None:
+        with contextlib.suppress(ssl.SSLWantReadError):
+            obj.do_handshake()
+
+    def carry(src: ssl.MemoryBIO, dst: ssl.MemoryBIO) -> int:
+        data = src.read()
+        dst.write(data)
+        return len(data)
+
+    handshake(client)
+    hello = carry(c_out, s_in)
+    handshake(server)
+    flight = carry(s_out, c_in)
+    handshake(client)
+    finished = carry(c_out, s_in)
+    handshake(server)  # completes; OpenSSL then queues the session tickets
+    server.write(b"x")
+    tickets_and_one = carry(s_out, c_in)
+    client.read(1)
+    client.write(b"y" * 100)
+    overhead = carry(c_out, s_in) - 100
+    return TlsSizes(hello, flight, finished, tickets_and_one - (1 + overhead), overhead)
