@@ -39,3 +39,18 @@ def print_summary(summary: dict, console: Console) -> None:
     console.print("per query; RTTs = sequential resolver↔server round trips; bytes/packets at "
                   "the IP layer incl. the agent↔resolver exchange; C(q) = items scored by "
                   "servers", style="dim")
+
+
+def print_capture(report: dict, console: Console) -> None:
+    """Capture vs the engine's own accounting, per scheme."""
+    table = Table(title=f"packet capture ({report['tool']}, {report['packets']} packets in "
+                        f"{report['pcap']}) vs accounting")
+    for col in ("scheme", "queries exact", "bytes acct", "bytes captured", "Δ bytes",
+                "packets acct", "packets captured", "Δ packets", "unattributed"):
+        table.add_column(col, justify="left" if col == "scheme" else "right")
+    for scheme, s in report["schemes"].items():
+        table.add_row(scheme, f"{s['queries_exact']}/{s['queries']}", str(s["accounted_bytes"]),
+                      str(s["captured_bytes"]), _fmt("{:+.2f}%", s["bytes_diff_pct"]),
+                      str(s["accounted_packets"]), str(s["captured_packets"]),
+                      _fmt("{:+.2f}%", s["packets_diff_pct"]), str(s["unattributed_packets"]))
+    console.print(table)

@@ -63,14 +63,21 @@ LOOPBACK_MTU = 65536
 
 @dataclass(frozen=True, slots=True)
 class TcpModel:
-    """Packets of one TCP connection as Linux sends them (checked against capture).
+    """Packets of HTTP/1.1 connections as Linux sends them on loopback (checked by capture).
 
-    * handshake: SYN, SYN-ACK, ACK (client closes: FIN, FIN, ACK);
-    * a message of n bytes: ceil(n / MSS) segments of 52 + payload bytes;
-    * ACKs: the server acknowledges the first data flight of a connection at once
-      (Linux "quickack" at connection start) and later ones ride on its response; the
-      client acknowledges every flight it receives with a pure ACK (it either closes or
-      stays idle longer than the 40 ms delayed-ACK timer).
+    Plain TCP, a connection carrying n requests:
+      * handshake SYN, SYN-ACK, ACK; the client closes: FIN →, ← FIN, ACK →;
+      * a message of m bytes: ceil(m / MSS) segments of 52 + payload bytes;
+      * the server ACKs the first request at once (Linux "quickack" at connection start)
+        and later ones ride on its response;
+      * the client ACKs the first response on a connection at once (quickack); a later
+        response is acknowledged by whatever the client sends next (the next request or
+        its FIN), unless the connection then idles past the 40 ms delayed-ACK timer (the
+        last response of a discovery on a kept-alive connection): one pure ACK.
+    TLS 1.3 (full handshake, then the client closes with close_notify):
+      * → ClientHello, ← ACK, ← server flight, → ACK, → Finished, ← session tickets;
+        requests and responses as TLS records, no pure ACKs in between;
+      * → close_notify, ← close_notify, ← FIN (the server closes first), → FIN, ← ACK.
     """
 
     mtu: int = LOOPBACK_MTU
@@ -87,46 +94,56 @@ class TcpModel:
         return n, payload + n * (IPV4 + TCP_TS)
 
 
-def http_cost(steps, opened: int, closed: int, tls, model: TcpModel,
-              first_flights: int = 0) -> WireCost:
-    """IP-layer cost of a registry discovery.
+def http_cost(steps, opened: set[int], closed: bool, keepalive: bool, tls,
+              model: TcpModel) -> WireCost:
+    """IP-layer cost of one registry discovery under :class:`TcpModel`.
 
-    ``steps`` are its HTTP exchanges (``bytes_out``/``bytes_in`` application bytes; a step
-    without a response carries ``bytes_in`` 0), ``opened``/``closed`` the connections it
-    opened and closed, ``tls`` a :class:`sim.registries.TlsSizes` or None, and
-    ``first_flights`` how many of the steps are the first request on a new connection.
+    ``steps`` are its HTTP exchanges in order (``conn``, application ``bytes_out`` and
+    ``bytes_in``; 0 when no response came), ``opened`` the connections it opened, ``closed``
+    whether it closed its connection, ``tls`` a :class:`sim.registries.TlsSizes` or None.
     """
     bare = IPV4 + TCP_TS
-    up = down = pu = pd = 0
-    # handshakes: SYN, SYN-ACK, ACK
-    pu += 2 * opened
-    pd += opened
-    up += opened * (IPV4 + TCP_SYN + bare)
-    down += opened * (IPV4 + TCP_SYN)
-    if tls is not None and opened:
-        for size, toward_server in ((tls.client_hello, True), (tls.server_flight, False),
-                                    (tls.client_finished, True), (tls.tickets, False)):
-            n, b = model.segments(size)
-            if toward_server:
-                pu, up = pu + n * opened, up + b * opened
-            else:
-                pd, down = pd + n * opened, down + b * opened
-        # ACKs: the server acks ClientHello at once (quickack); the client acks the server
-        # flight and the tickets
-        pd, down = pd + opened, down + opened * bare
-        pu, up = pu + 2 * opened, up + 2 * opened * bare
-    for s in steps:
-        req = tls.records(s.bytes_out) if tls is not None else s.bytes_out
-        n, b = model.segments(req)
-        pu, up = pu + n, up + b
+    cost = [0, 0, 0, 0]  # bytes up, packets up, bytes down, packets down
+
+    def up(size: int, n: int = 1) -> None:
+        cost[0] += size
+        cost[1] += n
+
+    def down(size: int, n: int = 1) -> None:
+        cost[2] += size
+        cost[3] += n
+
+    for _ in opened:
+        up(IPV4 + TCP_SYN)  # SYN
+        down(IPV4 + TCP_SYN)  # SYN-ACK
+        up(bare)  # ACK
+        if tls is not None:
+            up(*reversed(model.segments(tls.client_hello)))
+            down(bare)
+            down(*reversed(model.segments(tls.server_flight)))
+            up(bare)
+            up(*reversed(model.segments(tls.client_finished)))
+            down(*reversed(model.segments(tls.tickets)))
+    seen: set[int] = set()
+    for i, s in enumerate(steps):
+        first = s.conn in opened and s.conn not in seen
+        seen.add(s.conn)
+        up(*reversed(model.segments(tls.records(s.bytes_out) if tls else s.bytes_out)))
+        if tls is None and first:
+            down(bare)  # quickack of the first request
         if s.bytes_in:
-            resp = tls.records(s.bytes_in) if tls is not None else s.bytes_in
-            n, b = model.segments(resp)
-            pd, down = pd + n, down + b
-            pu, up = pu + 1, up + bare  # the client's ACK of the response
-    # the server's immediate ACK of the first request on a fresh connection (quickack)
-    pd, down = pd + first_flights, down + first_flights * bare
-    # teardown (the client closes): FIN →, ← FIN, ACK →
-    pu, up = pu + 2 * closed, up + 2 * closed * bare
-    pd, down = pd + closed, down + closed * bare
-    return WireCost(up, pu, down, pd)
+            down(*reversed(model.segments(tls.records(s.bytes_in) if tls else s.bytes_in)))
+            last = i == len(steps) - 1
+            if (tls is None and first) or (keepalive and last and not closed):
+                up(bare)
+    if closed:
+        if tls is not None:
+            up(bare + tls.records(2))  # close_notify: a 2-byte alert in one record
+            down(bare + tls.records(2))
+            down(bare)  # server FIN
+            up(bare)  # client FIN
+            down(bare)  # last ACK
+        else:
+            up(2 * bare, 2)  # FIN and the last ACK
+            down(bare)  # server FIN
+    return WireCost(cost[0], cost[1], cost[2], cost[3])

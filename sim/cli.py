@@ -175,14 +175,15 @@ def _query_via_resolver(args: argparse.Namespace, address: str, port: int, code:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from analysis.report import print_summary
+    from analysis.report import print_capture, print_summary
     from sim.runner import run_scenario
     from sim.scenario import ScenarioError, load_scenario
 
     try:
         scenario = load_scenario(args.file)
         result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
-                              progress=lambda m: console.print(m, style="dim"))
+                              progress=lambda m: console.print(m, style="dim"),
+                              capture=args.capture)
     except ScenarioError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
@@ -196,6 +197,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 console.print(f"  {scheme}: replay timing error vs schedule: median "
                               f"{err['median']:.3f} ms, p99 {err['p99']:.3f} ms, max "
                               f"{err['max']:.3f} ms", style="dim")
+    if "capture" in result.summary:
+        print_capture(result.summary["capture"], console)
     console.print(f"results written to {result.out_dir}/ (results.parquet, results.csv, "
                   f"nodes.csv, summary.json, scenario.yaml, plots)")
     return 0
@@ -319,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="scenario YAML (see scenarios/)")
     p.add_argument("--engine", choices=["simpy", "live"], help="override the file's engine")
     p.add_argument("--out", help="output directory (default: results/<scenario name>)")
+    p.add_argument("--capture", action="store_true",
+                   help="live engine: record loopback traffic to capture.pcap (tcpdump, or "
+                        "scapy) and check the byte/packet accounting against it (needs root)")
 
     p = sub.add_parser("sweep", help="run a scenario's sweep grid, one run per point "
                                      "(resumes: finished points are skipped)")

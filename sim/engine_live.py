@@ -11,19 +11,29 @@ time is loop time minus the run's origin, so records line up with the simulation
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
 import numpy as np
 
 from nodes.agent import StubResult
+from sim.accounting import IPV4
 from sim.engines import EngineOutput, RunPlan
-from sim.live import NodeEndpoint, ServerEndpoint, call_precisely, raise_fd_limit
+from sim.live import (
+    NodeEndpoint,
+    ServerEndpoint,
+    call_precisely,
+    raise_fd_limit,
+    sleep_precisely,
+)
+from sim.registries import RegistrySetup
 from sim.workload import Job
 
 DRAIN_TIMEOUT = 30.0  # seconds to wait for stragglers after the last scheduled query
 
 
 def run_live(plan: RunPlan) -> EngineOutput:
-    return asyncio.run(_run(plan))
+    return asyncio.run(_run_http(plan) if plan.registry is not None else _run(plan))
 
 
 async def _run(plan: RunPlan) -> EngineOutput:
@@ -65,6 +75,7 @@ async def _run(plan: RunPlan) -> EngineOutput:
         for endpoint in endpoints:
             await endpoint.start()
         origin = loop.time()  # time zero once everything listens
+        out.clock_offset = time.time() - (loop.time() - origin)  # wall clock at node time 0
         for endpoint in endpoints:
             endpoint.origin = origin
         if plan.warm_services:
@@ -106,4 +117,190 @@ async def _run(plan: RunPlan) -> EngineOutput:
         for endpoint in endpoints:
             endpoint.close()
         await asyncio.sleep(0)
+    return out
+
+
+async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float],
+                         delay: Callable[[str, int], float] | None = None,
+                         ) -> asyncio.base_events.Server:
+    """Serve a registry over HTTP/1.1 (TLS 1.3 with ``tls``) on its address and port.
+
+    ``delay(peer address, response bytes)`` gives the emulated one-way delay before each
+    response is written; a peer's bad bytes get a 400 and a closed connection.
+    """
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")[:2]
+        try:
+            while True:
+                data = await reader.read(65536)
+                reply, close = reg.server.receive(peer, data, now())
+                if reply:
+                    if delay is not None:
+                        await sleep_precisely(delay(peer[0], len(reply)))
+                    writer.write(reply)
+                    await writer.drain()
+                if close or not data:
+                    break
+        except (ConnectionError, OSError):
+            reg.server.lost(peer)
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(serve, reg.address, reg.port, reuse_address=True,
+                                      ssl=reg.server_context() if tls else None)
+
+
+async def _run_http(plan: RunPlan) -> EngineOutput:
+    """A registry scheme on real sockets: HTTP/1.1 over TCP (and TLS 1.3 with ``ssl``).
+
+    Link delays are emulated in user space as for DNS: connection set-up waits the drawn
+    SYN/SYN-ACK (and ClientHello/server flight) one-way delays before connecting for real,
+    and every request and response is held back for its one-way delay before it is
+    written. Each connection's client (address, port) is recorded for capture matching.
+    """
+    from sim.accounting import TCP_SYN, TCP_TS
+    from sim.registries import REGISTRY_HOST
+
+    loop = asyncio.get_running_loop()
+    raise_fd_limit()
+    out = EngineOutput()
+    rng = np.random.default_rng([plan.seed, 1])
+    reg = plan.registry
+    rip, tls = reg.address, plan.tls  # type: ignore[attr-defined]
+
+    def delay(src: str, dst: str, size: int) -> float:
+        out.count(src, "tx_packets")
+        out.count(src, "tx_bytes", size)
+        total = 0.0
+        d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+        while d is None:  # a lost segment costs its retransmission timeout
+            out.lost += 1
+            total += 0.2
+            d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+        out.count(dst, "rx_packets")
+        out.count(dst, "rx_bytes", size)
+        return total + d
+
+    def wire(payload: int) -> int:
+        return IPV4 + TCP_TS + (tls.records(payload) if tls is not None else payload)  # type: ignore[attr-defined]
+
+    origin = loop.time()
+
+    def now() -> float:
+        return loop.time() - origin
+
+    client_ctx = reg.client_context() if plan.tls is not None else None  # type: ignore[attr-defined]
+    server = await start_registry(reg, tls=plan.tls is not None, now=now,  # type: ignore[arg-type]
+                                  delay=lambda peer, n: delay(rip, peer, wire(n)))
+    finished: dict[int, asyncio.Future] = {}
+    writers: dict[tuple[str, int], asyncio.StreamWriter] = {}
+    timers: dict[str, asyncio.TimerHandle] = {}
+    tasks: set[asyncio.Task] = set()
+
+    def spawn(coro) -> None:  # type: ignore[no-untyped-def]
+        task = loop.create_task(coro)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def open_conn(ip: str, conn: int) -> None:
+        agent = plan.agents[ip]
+        wait = delay(ip, rip, IPV4 + TCP_SYN) + delay(rip, ip, IPV4 + TCP_SYN)
+        if tls is not None:
+            wait += delay(ip, rip, IPV4 + TCP_TS + tls.client_hello)  # type: ignore[attr-defined]
+            wait += delay(rip, ip, IPV4 + TCP_TS + tls.server_flight)  # type: ignore[attr-defined]
+        await sleep_precisely(wait)
+        try:
+            reader, writer = await asyncio.open_connection(
+                rip, reg.port, ssl=client_ctx,  # type: ignore[attr-defined]
+                server_hostname=REGISTRY_HOST if client_ctx else None, local_addr=(ip, 0))
+        except OSError:
+            agent.closed(conn, now())  # type: ignore[attr-defined]
+            pump(ip)
+            return
+        out.flows[(ip, writer.get_extra_info("sockname")[1])] = conn
+        writers[(ip, conn)] = writer
+        agent.connected(conn, now())  # type: ignore[attr-defined]
+        pump(ip)
+        try:
+            while data := await reader.read(65536):
+                agent.receive(conn, data, now())  # type: ignore[attr-defined]
+                pump(ip)
+        except (ConnectionError, OSError):
+            pass
+        writers.pop((ip, conn), None)
+        agent.closed(conn, now())  # type: ignore[attr-defined]
+        pump(ip)
+
+    async def send(ip: str, conn: int, data: bytes) -> None:
+        await sleep_precisely(delay(ip, rip, wire(len(data))))
+        writer = writers.get((ip, conn))
+        if writer is not None and not writer.is_closing():
+            writer.write(data)
+
+    def pump(ip: str) -> None:
+        agent = plan.agents[ip]
+        for act in agent.to_send():  # type: ignore[attr-defined]
+            if act.kind == "open":
+                spawn(open_conn(ip, act.conn))
+            elif act.kind == "send":
+                spawn(send(ip, act.conn, act.data))
+            else:
+                writer = writers.pop((ip, act.conn), None)
+                if writer is not None:
+                    writer.close()
+        for result in agent.pop_done():  # type: ignore[attr-defined]
+            out.stubs.append((result.tag, result))
+            fut = finished.get(result.tag.index)
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+        when = agent.next_timer()
+        old = timers.pop(ip, None)
+        if old is not None:
+            old.cancel()
+        if when is not None:
+            timers[ip] = loop.call_at(origin + when, fire, ip)
+
+    def fire(ip: str) -> None:
+        timers.pop(ip, None)
+        plan.agents[ip].on_timer(now())
+        pump(ip)
+
+    def ask(job: Job) -> None:
+        ip = plan.agent_order[job.agent]
+        if job.at is not None:
+            out.schedule_error.append(now() - job.at)
+        plan.agents[ip].ask(job, plan.requests[job.index], now())
+        pump(ip)
+
+    try:
+        origin = loop.time()
+        out.clock_offset = time.time() - (loop.time() - origin)  # wall clock at node time 0
+        for job in plan.jobs:
+            finished[job.index] = loop.create_future()
+        if plan.closed_loop:
+            async def agent_loop(jobs: list[Job]) -> None:
+                for job in jobs:
+                    ask(job)
+                    await finished[job.index]
+                    if job.think:
+                        await asyncio.sleep(job.think)
+
+            await asyncio.gather(*(agent_loop([j for j in plan.jobs if j.agent == a])
+                                   for a in range(len(plan.agent_order))))
+        else:
+            for job in plan.jobs:
+                call_precisely(origin + job.at - loop.time(), ask, job)
+            last = max((j.at for j in plan.jobs), default=0.0)
+            await asyncio.wait(list(finished.values()), timeout=last + DRAIN_TIMEOUT)
+        out.end_time = now()
+    finally:
+        for writer in writers.values():
+            writer.close()
+        for handle in timers.values():
+            handle.cancel()
+        await asyncio.sleep(0.05)  # let FINs go out before the server closes
+        for task in list(tasks):
+            task.cancel()
+        server.close()
     return out

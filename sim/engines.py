@@ -26,7 +26,7 @@ class RunPlan:
     seed: int
     hierarchy: Hierarchy
     resolvers: dict[str, RecursiveResolver]  # address -> node
-    agents: dict[str, StubAgent]  # address -> node
+    agents: dict[str, StubAgent]  # address -> node (RegistryAgent for registry schemes)
     agent_order: list[str]  # agent index -> address
     role_of: dict[str, str]  # address -> placement role id
     path: object  # topologies.network.PathModel
@@ -39,6 +39,10 @@ class RunPlan:
     agent_time: float = 0.0
     measure: dict[str, list[float]] | None = None  # simpy only: measured cost per node kind
     dns_port: int = 53
+    engine_options: dict | None = None  # engine-specific settings (scenario engine_options)
+    registry: object | None = None  # sim.registries.RegistrySetup for HTTP-registry schemes
+    tcp: object | None = None  # sim.accounting.TcpModel (registry schemes)
+    tls: object | None = None  # sim.registries.TlsSizes when the scheme uses TLS
 
     def make_rng(self, salt: str) -> random.Random:
         return random.Random(f"{self.seed}-{self.scheme}-{salt}")
@@ -52,6 +56,8 @@ class EngineOutput:
     load: dict[str, dict[str, float]] = field(default_factory=dict)  # address -> counters
     schedule_error: list[float] = field(default_factory=list)  # actual - scheduled send time
     lost: int = 0
+    flows: dict[tuple[str, int], int] = field(default_factory=dict)  # live: (ip, port) -> conn
+    clock_offset: float = 0.0  # live: wall-clock time minus node time (capture alignment)
     warm_time: float = 0.0
     end_time: float = 0.0
 

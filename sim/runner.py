@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,12 +18,22 @@ import numpy as np
 import pandas as pd
 
 from nodes.agent import StubAgent, StubResult
+from nodes.registry_client import RegistryAgent, RegistryConfig, RegistryResult
 from nodes.resolver import Discovery, DiscoveryResult, ResolverConfig
 from nodes.zone import Ttls
-from sim.accounting import WireCost, steps_cost
+from sim.accounting import TcpModel, WireCost, http_cost, steps_cost
 from sim.atomic import atomic_write
+from sim.capture import Capture, attribute, read_packets
 from sim.engines import Engine, EngineOutput, RunPlan
 from sim.hierarchy import Hierarchy, build_hierarchy
+from sim.registries import (
+    REGISTRY_ADDRESS,
+    REGISTRY_HOST,
+    REGISTRY_PORT,
+    build_registry,
+    registry_tools,
+    tls_sizes,
+)
 from sim.scenario import Scenario, ScenarioError, SchemeSpec, resolved_yaml
 from sim.workload import Job, build_jobs
 from topologies import network as net
@@ -39,10 +50,18 @@ def engine_for(name: str) -> Engine:
         from sim.engine_live import run_live
 
         return run_live
-    raise ScenarioError(f"engine: unknown engine {name!r} (simpy | live)")
+    if name == "ray":
+        from sim.engine_ray import run_ray
+
+        return run_ray
+    if name == "mininet":
+        from sim.engine_mininet import run_mininet
+
+        return run_mininet
+    raise ScenarioError(f"engine: unknown engine {name!r} (simpy | live | ray | mininet)")
 
 
-ENGINES = ("simpy", "live")
+ENGINES = ("simpy", "live", "ray", "mininet")
 
 
 # ------------------------------------------------------------------------ building
@@ -102,6 +121,9 @@ def build_network(sc: Scenario, hierarchy: Hierarchy) -> Network:
     for i, ip in enumerate(agents):
         role_of[ip] = f"agent:{i}"
         roles.append(net.Role(role_of[ip], "agent", f"resolver:{agent_resolver[i]}"))
+    if any(s.kind != "tooldns" for s in sc.schemes):  # every scheme sees the same placement
+        role_of[REGISTRY_ADDRESS] = "registry:0"
+        roles.append(net.Role("registry:0", "registry", None))
     placement = net.place(graph, roles, sc.seed, strategy=spec.placement)
     return Network(resolvers, agents, agent_resolver, role_of, net.PathModel(graph, placement))
 
@@ -142,12 +164,32 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
         plan.agents[ip] = StubAgent(resolver, plan.make_rng(f"agent{i}"), name=ip,
                                     option_code=hierarchy.option_code)
     start = start_zone(sc, ns)
+    if scheme.kind != "tooldns":
+        _registry_agents(sc, scheme, ns, plan, network)
     for job in jobs:
         plan.requests[job.index] = Discovery(job.query.text, service=job.query.service,
                                              k=scheme.k, start=start, beam=scheme.beam)
     if scheme.warm:
         plan.warm_services = tuple(sorted({j.query.service for j in jobs}))
     return plan, network
+
+
+def _registry_agents(sc: Scenario, scheme: SchemeSpec, ns: Namespace, plan: RunPlan,
+                     network: Network) -> None:
+    """Replace the DNS stub agents by HTTP agents of one registry (same addresses)."""
+    setup = build_registry(scheme.kind, ns, plan.hierarchy.scorer(), sc.seed,
+                           ttl=sc.caches.srv_ttl)
+    plan.registry, plan.tcp = setup, TcpModel(sc.network.mtu)
+    if scheme.tls:
+        plan.tls = tls_sizes(setup.identity.cert_pem, setup.identity.key_pem, setup.ca.cert_pem)
+    config = RegistryConfig(kind=scheme.kind, keepalive=scheme.keepalive, tls=scheme.tls,
+                            timeout=max(scheme.timeout * scheme.max_attempts, 1.0),
+                            resolve=scheme.resolve, resolve_top=scheme.resolve_top,
+                            verify=scheme.verify, revocation=scheme.revocation,
+                            cache_ttl=sc.caches.srv_ttl)
+    plan.agents = {ip: RegistryAgent((setup.address, setup.port), REGISTRY_HOST, config,
+                                     scorer=plan.hierarchy.scorer(), ca=setup.ca.cert, name=ip)
+                   for ip in network.agents}  # type: ignore[misc]
 
 
 # ------------------------------------------------------------------------ records
@@ -227,6 +269,40 @@ def query_record(sc: Scenario, engine: str, scheme: SchemeSpec, job: Job, stub: 
     }
 
 
+def registry_record(sc: Scenario, engine: str, scheme: SchemeSpec, job: Job,
+                    res: RegistryResult | None, ids: dict[str, str], per_service: Counter,
+                    plan: RunPlan) -> dict:
+    """The same columns as :func:`query_record`, for an HTTP-registry discovery."""
+    if res is None:
+        res = RegistryResult(tag=job, request=plan.requests[job.index], sent=0.0,  # type: ignore[arg-type]
+                             error="not completed")
+    returned = [ids.get(e.target, e.target) for e in res.endpoints]
+    truth = set(job.query.truth)
+    closed = bool(res.connections or res.steps) and (not scheme.keepalive or bool(res.error))
+    cost = http_cost(res.steps, set(res.connections), closed, scheme.keepalive, plan.tls,
+                     plan.tcp)
+    examined = res.examined if scheme.kind == "ans" else per_service[job.query.service]
+    return {
+        "scenario": sc.name, "engine": engine, "scheme": scheme.name, "seed": sc.seed,
+        "phase": job.phase, "job": job.index, "agent": job.agent, "query_id": job.query.id,
+        "query_source": job.query.source, "intent": job.query.text,
+        "service": job.query.service, "truth": " ".join(job.query.truth),
+        "returned": " ".join(returned), "success": bool(returned) and not res.error,
+        "hit_at_1": bool(returned) and returned[0] in truth,
+        "hit_at_k": bool(truth & set(returned)),
+        "tools_examined": examined, "round_trips": res.round_trips,
+        "exchanges": len(res.steps), "stub_attempts": 1,
+        "sent_s": round(res.sent, 9), "latency_ms": round(res.latency * 1000, 6),
+        "bytes_up": cost.bytes_up, "bytes_down": cost.bytes_down,
+        "packets_up": cost.packets_up, "packets_down": cost.packets_down,
+        "servers_contacted": 1, "cache_hits": 0, "cache_detail": "{}",
+        "timeouts": sum(s.outcome == "timeout" for s in res.steps), "retries": 0,
+        "tcp_exchanges": len(res.steps),
+        "rcode": str(res.steps[-1].status or "") if res.steps else "",
+        "error": res.error or "",
+    }
+
+
 def load_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
                  output: EngineOutput, network: Network) -> list[dict]:
     rows = []
@@ -238,6 +314,10 @@ def load_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
                "node": ip, "role": role.split(":")[0], "zone": zone_of.get(ip, ""),
                **{k: counters.get(k, 0) for k in ("rx_packets", "rx_bytes", "tx_packets",
                                                    "tx_bytes")}}
+        if plan.registry is not None and ip == plan.registry.address:  # type: ignore[attr-defined]
+            row["role"] = "registry"
+            row.update({f"http_{k}": v for k, v in sorted(
+                {**plan.registry.server.stats, **plan.registry.server.app.stats}.items())})  # type: ignore[attr-defined]
         if server is not None:
             stats = server.stats.counts
             row.update({k: stats.get(k, 0) for k in ("semantic", "referral", "standard",
@@ -260,15 +340,28 @@ class RunResult:
 
 def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | None = None,
                  progress: Callable[[str], None] | None = None, write: bool = True,
-                 live_port: int = 15353) -> RunResult:
+                 live_port: int = 15353, capture: bool = False) -> RunResult:
+    """Run every scheme of ``sc``; with ``capture`` (live engine), also record
+    ``capture.pcap`` in the output directory and compare it with the accounting."""
     engine = engine or sc.engine
     run = engine_for(engine)
     ns = build_namespace(sc)
     jobs = build_jobs(sc, ns, sc.network.agents)
     start_zone(sc, ns)  # fail before running anything
     target_ids = {t.target: t.id for t in ns.tools.values()}
+    registry_ids = {k: t.id for t in registry_tools(ns) for k in (t.agentdns_url, t.ans_name)}
+    per_service = Counter(t.service for t in ns.tools.values())
     cand = _candidates(ns)
     records, load, replay, wall = [], [], {}, {}
+    windows: list = []
+    out = Path(out_dir or sc.outputs.dir or Path("results") / sc.name)
+    sniffer = None
+    if capture:
+        if engine != "live":
+            raise ScenarioError("--capture: packet capture needs the live engine (real sockets)")
+        sniffer = Capture(out / "capture.pcap",
+                          f"net 127.0.0.0/8 and (port {live_port} or tcp port {REGISTRY_PORT})"
+                          ).start()
     processing = calibrate(sc, ns, jobs) if sc.network.processing.model == "calibrated" else {}
     for scheme in sc.schemes:
         if progress:
@@ -277,15 +370,26 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
                                   dns_port=53 if engine == "simpy" else live_port)
         for kind, value in processing.items():
             setattr(plan, f"{kind}_time", value)
+        plan.engine_options = {"ray": sc.engine_options.ray, "mininet": sc.engine_options.mininet}
         t = time.perf_counter()
+        window = time.time()
         output = run(plan)
         wall[scheme.name] = round(time.perf_counter() - t, 3)
+        if sniffer is not None:
+            windows.append((scheme, plan, output, window, time.time()))
         replay[scheme.name] = {"schedule_error_ms": _error_stats(output.schedule_error),
                                "warm_time_s": round(output.warm_time, 9),
                                "end_time_s": round(output.end_time, 9),
                                "lost_packets": output.lost,
                                "completed": len(output.stubs)}
         done = {job.index: (job, stub) for job, stub in output.stubs}
+        if scheme.kind != "tooldns":
+            for job in jobs:
+                records.append(registry_record(sc, engine, scheme, job,
+                                               done.get(job.index, (job, None))[1],
+                                               registry_ids, per_service, plan))
+            load.extend(load_records(sc, engine, scheme, plan, output, network))
+            continue
         for job in jobs:
             job_, stub = done.get(job.index, (job, None))
             if stub is None:
@@ -299,19 +403,80 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     df = pd.DataFrame(records)
     load_df = pd.DataFrame(load)
     summary = {**summarise(sc, engine, df, ns), "replay": replay}
+    if sniffer is not None:
+        pcap = sniffer.stop()
+        df, summary["capture"] = compare_capture(df, pcap, windows, sniffer.tool,
+                                                 {live_port, REGISTRY_PORT})
     if processing:
         summary["calibrated_processing_s"] = {k: round(v, 9) for k, v in processing.items()}
     # wall-clock figures vary run to run; they go to the console, not into the result files
     summary_for_console = {**summary, "wall_s": wall}
-    out = None
     if write:
-        out = Path(out_dir or sc.outputs.dir or Path("results") / sc.name)
         write_outputs(out, sc, df, load_df, summary)
         if sc.outputs.plots:
             from analysis.plots import standard_plots
 
             standard_plots(df, out)
-    return RunResult(df, load_df, summary_for_console, out)
+    return RunResult(df, load_df, summary_for_console, out if write else None)
+
+
+def compare_capture(df: pd.DataFrame, pcap: Path, windows: list, tool: str,
+                    ports: set[int]) -> tuple[pd.DataFrame, dict]:
+    """Attribute captured packets to queries; add ``cap_*`` columns; compare per scheme."""
+    packets = read_packets(pcap)
+    cols = {c: [] for c in ("cap_bytes_up", "cap_bytes_down", "cap_packets_up",
+                            "cap_packets_down")}
+    report: dict = {"pcap": pcap.name, "tool": tool, "packets": len(packets), "schemes": {}}
+    for scheme, plan, output, start, end in windows:
+        mine = [p for p in packets if start <= p.ts <= end]
+        dns_keys: dict = {}
+        flows: dict[tuple[str, int], list[tuple[float, int]]] = {}
+        conn_flow = {(ip, conn): (ip, port) for (ip, port), conn in output.flows.items()}
+        for job, res in output.stubs:
+            agent_ip = plan.agent_order[job.agent]
+            if scheme.kind != "tooldns":
+                for st in res.steps:
+                    flow = conn_flow.get((agent_ip, st.conn))
+                    if flow is not None:
+                        flows.setdefault(flow, []).append((st.sent, job.index))
+                continue
+            for st in res.steps:
+                dns_keys[(agent_ip, st.server[0], st.qid, st.qname)] = job.index
+            resolver_ip = plan.agents[agent_ip].resolver[0]  # walks leave from there
+            for qid in res.ids:
+                for walk in output.walks.get((agent_ip, qid), []):
+                    for st in walk.steps:
+                        dns_keys[(resolver_ip, st.server[0], st.qid, st.qname)] = job.index
+        for sends in flows.values():
+            sends.sort()
+        costs, left = attribute(mine, ports, dns_keys, flows, output.clock_offset,
+                                until=output.end_time)
+        rows = df.scheme == scheme.name
+        acct = df[rows]
+        cap = [costs.get(j, WireCost()) for j in acct.job]
+        for name, attr in (("cap_bytes_up", "bytes_up"), ("cap_bytes_down", "bytes_down"),
+                           ("cap_packets_up", "packets_up"),
+                           ("cap_packets_down", "packets_down")):
+            cols[name].append(pd.Series([getattr(c, attr) for c in cap], index=acct.index))
+        exact = sum(c == WireCost(r.bytes_up, r.packets_up, r.bytes_down, r.packets_down)
+                    for c, r in zip(cap, acct.itertuples(), strict=True))
+        acc_b = int((acct.bytes_up + acct.bytes_down).sum())
+        acc_p = int((acct.packets_up + acct.packets_down).sum())
+        cap_b = sum(c.bytes_up + c.bytes_down for c in cap)
+        cap_p = sum(c.packets_up + c.packets_down for c in cap)
+        report["schemes"][scheme.name] = {
+            "queries": len(acct), "queries_exact": exact,
+            "accounted_bytes": acc_b, "captured_bytes": cap_b,
+            "accounted_packets": acc_p, "captured_packets": cap_p,
+            "bytes_diff_pct": round(100 * (cap_b - acc_b) / acc_b, 3) if acc_b else None,
+            "packets_diff_pct": round(100 * (cap_p - acc_p) / acc_p, 3) if acc_p else None,
+            "unattributed_packets": len(left),
+            "unattributed_bytes": sum(p.size for p in left),
+        }
+    df = df.copy()
+    for name, parts in cols.items():
+        df[name] = pd.concat(parts) if parts else 0
+    return df, report
 
 
 def calibrate(sc: Scenario, ns: Namespace, jobs: list[Job], sample: int = 60) -> dict[str, float]:

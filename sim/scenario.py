@@ -91,6 +91,8 @@ class NetworkSpec(_Model):
     resolvers: int = Field(1, ge=1)
     agents: int = Field(4, ge=1)
     processing: ProcessingSpec = ProcessingSpec()
+    mtu: int = Field(65536, ge=576, le=65536, description="link MTU for TCP segmenting "
+                     "(65536 = loopback; 1500 = Ethernet)")
 
     @model_validator(mode="after")
     def _check(self) -> NetworkSpec:
@@ -103,7 +105,7 @@ class SchemeSpec(_Model):
     """One discovery scheme to compare; every scheme replays the same workload."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
-    kind: Literal["tooldns"] = "tooldns"
+    kind: Literal["tooldns", "agentdns", "ans"] = "tooldns"
     k: int = Field(3, ge=0, le=255)
     beam: int = Field(1, ge=1)
     mode: Literal["aware", "strip", "pass-through"] = "aware"
@@ -112,6 +114,24 @@ class SchemeSpec(_Model):
     warm: bool = False
     timeout: float = Field(0.5, gt=0)
     max_attempts: int = Field(4, ge=1)
+    # HTTP registries (kind agentdns | ans)
+    keepalive: bool = False  # one connection per agent kept open, or a new one per query
+    tls: bool = False  # HTTPS (TLS 1.3) with a CA made for the run
+    resolve: bool = False  # agentdns: also call the resolve endpoint for the first hit
+    resolve_top: int = Field(1, ge=1)  # ans: agents resolved (one signed answer each)
+    verify: bool = True  # ans: verify certificate chain and signatures
+    revocation: bool = False  # ans: OCSP-style check of the registry certificate (cached)
+
+    @model_validator(mode="after")
+    def _registry_only(self) -> SchemeSpec:
+        if self.kind == "tooldns":
+            for name in ("keepalive", "tls", "resolve", "revocation"):
+                if getattr(self, name):
+                    raise ValueError(f"{name}: applies to registry schemes (kind agentdns "
+                                     f"or ans), not tooldns")
+        elif self.warm or self.mode != "aware" or self.beam != 1:
+            raise ValueError("kind: warm, mode and beam apply to tooldns schemes only")
+        return self
 
 
 class ArrivalSpec(_Model):
@@ -180,10 +200,32 @@ class SweepSpec(_Model):
         return grid
 
 
+class RaySpec(_Model):
+    """Ray engine: how zones are grouped into actors (see :mod:`sim.engine_ray`)."""
+
+    placement: Literal["level", "org", "count"] = "level"
+    zones_per_actor: int = Field(16, ge=1, description="zones per actor for 'count'")
+    agent_actors: int = Field(1, ge=1, description="actors the agents are spread over")
+    address: str | None = None  # a Ray cluster to join (default: a local instance)
+
+
+class MininetSpec(_Model):
+    """Mininet engine: hosts per graph site or per node; kernel netem or user-space links."""
+
+    hosts: Literal["site", "node"] = "site"
+    netem: Literal["auto", "off"] = "auto"
+
+
+class EngineOptions(_Model):
+    ray: RaySpec = RaySpec()
+    mininet: MininetSpec = MininetSpec()
+
+
 class Scenario(_Model):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
     description: str = ""
-    engine: Literal["simpy", "live"] = "simpy"
+    engine: Literal["simpy", "live", "ray", "mininet"] = "simpy"
+    engine_options: EngineOptions = EngineOptions()
     seed: int = 0
     duration: float | None = Field(None, gt=0, description="stop issuing queries after this")
     namespace: NamespaceSpec = NamespaceSpec()

@@ -1,0 +1,179 @@
+"""Packet capture of a live run, and per-query attribution of what crossed loopback.
+
+:class:`Capture` records with ``tcpdump`` (a BPF filter in the kernel, written straight to
+a pcap file; it keeps up where scapy's Python sniffer drops packets) and falls back to
+scapy's ``AsyncSniffer`` when tcpdump is not installed. The pcap is then read with
+scapy and each IPv4 packet is attributed to a query:
+
+* DNS over UDP: by (client address, server address, DNS ID, question name) — the resolver
+  and the agents record the ID of every query they send;
+* DNS over TCP: by the DNS message in the flow's first data segment;
+* HTTP (registries): by flow (the agent's address and port → its connection) and time:
+  a packet belongs to the discovery whose request on that connection went out last
+  before it (packets before the first request — the handshake — to the opener).
+
+"Up" is toward the server side (the packet's destination port is a service port).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dnslib import DNSRecord
+
+from sim.accounting import WireCost
+
+
+@dataclass(frozen=True, slots=True)
+class Packet:
+    ts: float  # capture time (wall clock, seconds)
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    proto: str  # "udp" | "tcp"
+    size: int  # IP total length
+    payload: bytes  # first bytes of the transport payload
+    flags: str = ""  # TCP flags (scapy notation)
+
+
+class Capture:
+    """Record loopback traffic matching ``bpf`` into ``path`` until :meth:`stop`."""
+
+    def __init__(self, path: str | Path, bpf: str, iface: str = "lo", snaplen: int = 1024):
+        self.path, self.bpf, self.iface, self.snaplen = Path(path), bpf, iface, snaplen
+        self.tool = "tcpdump" if shutil.which("tcpdump") else "scapy"
+        self._proc: subprocess.Popen | None = None
+        self._sniffer = None
+
+    def start(self) -> Capture:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.tool == "tcpdump":
+            self._proc = subprocess.Popen(
+                ["tcpdump", "-i", self.iface, "--immediate-mode", "-U", "-n", "-s",
+                 str(self.snaplen), "-w", str(self.path), self.bpf],
+                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+            assert self._proc.stderr is not None
+            line = self._proc.stderr.readline().decode(errors="replace")  # "listening on lo…"
+            if "listening" not in line:
+                self._proc.kill()
+                raise RuntimeError(f"tcpdump did not start: {line.strip()}")
+        else:
+            from scapy.sendrecv import AsyncSniffer
+
+            self._sniffer = AsyncSniffer(iface=self.iface, filter=self.bpf, store=True)
+            self._sniffer.start()
+            time.sleep(0.5)  # the sniffer thread opens its socket
+        return self
+
+    def stop(self) -> Path:
+        time.sleep(0.2)  # the last packets of the run reach the capture buffer
+        if self._proc is not None:
+            self._proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=10)
+            self._proc = None
+        elif self._sniffer is not None:
+            from scapy.utils import wrpcap
+
+            packets = self._sniffer.stop()
+            wrpcap(str(self.path), packets)
+            self._sniffer = None
+        return self.path
+
+
+def read_packets(path: str | Path) -> list[Packet]:
+    """IPv4 UDP/TCP packets of a pcap file, in capture order."""
+    from scapy.layers.inet import IP, TCP, UDP
+    from scapy.utils import PcapReader
+
+    out = []
+    with PcapReader(str(path)) as reader:
+        for pkt in reader:
+            if IP not in pkt:
+                continue
+            ip = pkt[IP]
+            if UDP in ip:
+                l4, proto, flags = ip[UDP], "udp", ""
+            elif TCP in ip:
+                l4, proto, flags = ip[TCP], "tcp", str(ip[TCP].flags)
+            else:
+                continue
+            out.append(Packet(float(pkt.time), ip.src, ip.dst, int(l4.sport), int(l4.dport),
+                              proto, int(ip.len), bytes(l4.payload), flags))
+    return out
+
+
+def _dns_key(payload: bytes) -> tuple[int, str] | None:
+    try:
+        msg = DNSRecord.parse(payload)
+    except Exception:  # truncated by the snap length or not DNS: unattributable
+        return None
+    if not msg.questions:
+        return msg.header.id, ""
+    return msg.header.id, str(msg.q.qname).lower()
+
+
+DnsKey = tuple[str, str, int, str]  # client address, server address, DNS ID, qname
+
+
+def attribute(packets: Iterable[Packet], ports: set[int], dns_keys: dict[DnsKey, int],
+              http_flows: dict[tuple[str, int], list[tuple[float, int]]],
+              clock_offset: float = 0.0, until: float | None = None,
+              ) -> tuple[dict[int, WireCost], list[Packet]]:
+    """Per-job wire cost from captured packets, and the packets nobody could claim.
+
+    ``dns_keys`` maps DNS exchanges to job indices; ``http_flows`` maps an agent's
+    (address, port) to the (node time of each request sent, job) on that connection.
+    Packets later than ``until`` (node time; e.g. teardown after the run) are left over.
+    """
+    costs: dict[int, WireCost] = {}
+    left: list[Packet] = []
+    packets = list(packets)
+    tcp_dns: dict[tuple[str, int, str, int], int] = {}
+    for p in packets:  # DNS over TCP: a flow's first message names its exchange
+        if p.proto != "tcp" or len(p.payload) <= 2:
+            continue
+        up = p.dport in ports
+        client, cport, server, sport = (p.src, p.sport, p.dst, p.dport) if up else (
+            p.dst, p.dport, p.src, p.sport)
+        key = _dns_key(p.payload[2:])
+        if (client, cport) not in http_flows and key is not None and (
+                client, server, *key) in dns_keys:
+            tcp_dns.setdefault((client, cport, server, sport), dns_keys[(client, server, *key)])
+
+    def add(job: int, p: Packet, up: bool) -> None:
+        c = WireCost(p.size, 1, 0, 0) if up else WireCost(0, 0, p.size, 1)
+        costs[job] = costs.get(job, WireCost()) + c
+
+    for p in packets:
+        up = p.dport in ports
+        client, cport, server = (p.src, p.sport, p.dst) if up else (p.dst, p.dport, p.src)
+        node_time = p.ts - clock_offset
+        if until is not None and node_time > until:
+            left.append(p)
+            continue
+        job: int | None = None
+        if p.proto == "udp":
+            key = _dns_key(p.payload)
+            if key is not None:
+                job = dns_keys.get((client, server, key[0], key[1]))
+        elif (client, cport) in http_flows:
+            sends = http_flows[(client, cport)]
+            job = sends[0][1]
+            for t, j in sends:
+                if t <= node_time:
+                    job = j
+        else:
+            job = tcp_dns.get((client, cport, server, p.dport if up else p.sport))
+        if job is None:
+            left.append(p)
+        else:
+            add(job, p, up)
+    return costs, left
