@@ -281,8 +281,22 @@ def put_name(buf: bytearray, names: dict[str, int], name: PreparedName) -> None:
         names[keys[j]] = at
 
 
+class _Marker:
+    """A module-level sentinel that stays itself through pickling (engines that ship nodes
+    to other processes, e.g. Ray actors and Mininet hosts, compare it with ``is``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __reduce__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
 #: Marks where RDATA starts in :attr:`Rec.pieces` (RDLENGTH is patched after it).
-RDATA = object()
+RDATA = _Marker("RDATA")
 
 
 class Rec:
