@@ -220,7 +220,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         except ScenarioError as exc:
             raise ScenarioError(f"{args.file}: {exc}") from None
         out = args.out or scenario.outputs.dir or Path("results") / scenario.name
-        result = run_sweep(scenario, out, args.workers, console=console)
+        result = run_sweep(scenario, out, args.workers, console=console,
+                           use_ray=args.ray or args.ray_address is not None,
+                           ray_address=args.ray_address)
     except ScenarioError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
@@ -320,7 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a scenario file and compare its schemes")
     p.add_argument("file", help="scenario YAML (see scenarios/)")
-    p.add_argument("--engine", choices=["simpy", "live"], help="override the file's engine")
+    p.add_argument("--engine", choices=["simpy", "live", "ray", "mininet"],
+                   help="override the file's engine")
     p.add_argument("--out", help="output directory (default: results/<scenario name>)")
     p.add_argument("--capture", action="store_true",
                    help="live engine: record loopback traffic to capture.pcap (tcpdump, or "
@@ -332,6 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default: results/<scenario name>)")
     p.add_argument("--workers", type=_positive_int,
                    help="worker processes (default: the file's sweep.workers)")
+    p.add_argument("--ray", action="store_true",
+                   help="run the points as Ray tasks (a local Ray instance with --workers CPUs)")
+    p.add_argument("--ray-address", metavar="ADDRESS",
+                   help="run the points as Ray tasks on this Ray cluster (implies --ray)")
     p = sub.add_parser("eval", help="compare discovery methods on retrieval quality "
                        "(a scenarios/eval/*.yaml file, or --catalog/--queries)")
     p.add_argument("file", nargs="?", help="evaluation file (see sim/evaluate.py EvalScenario)")

@@ -166,14 +166,15 @@ def _fmt(fmt: str, value: Any) -> str:
 
 
 def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = None,
-              use_ray: bool = False, console: Console | None = None) -> SweepResult:
+              use_ray: bool = False, console: Console | None = None,
+              ray_address: str | None = None) -> SweepResult:
     """Run every point not finished yet, then write ``sweep.csv`` and ``sweep.parquet``.
 
     ``workers`` defaults to the scenario's ``sweep.workers``. Points that fail are reported
-    in :attr:`SweepResult.failed` (the others still run and are tabulated).
+    in :attr:`SweepResult.failed` (the others still run and are tabulated). With ``use_ray``
+    the points are Ray tasks (:func:`_run_ray`) on a local instance or the cluster at
+    ``ray_address``; the files and the table are the same.
     """
-    if use_ray:
-        raise NotImplementedError("Ray sweeps arrive with the Ray engine issue")
     if scenario.sweep is None:
         raise ScenarioError(f"sweep: scenario {scenario.name!r} has no sweep section")
     workers = scenario.sweep.workers if workers is None else workers
@@ -195,7 +196,9 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     if result.skipped:
         console.print(f"{len(result.skipped)} of {len(points)} points already done in "
                       f"{out}/points/", style="dim")
-    if todo:
+    if todo and use_ray:
+        _run_ray(todo, out, workers, console, result, ray_address)
+    elif todo:
         _run_pool(todo, out, min(workers, len(todo)), console, result)
     table = collect(points, out)
     atomic_write(out / "sweep.csv", lambda p: table.to_csv(p, index=False))
@@ -260,4 +263,61 @@ def _run_pool(todo: list[SweepPoint], out: Path, workers: int, console: Console,
         _stop(pool)
         raise
     pool.shutdown(wait=True)
+    result.ran.sort()
+
+
+def _point_files(data: dict) -> dict[str, bytes]:
+    """Ray task: run one point into a scratch folder on whichever machine runs the task and
+    return its files, so a cluster needs no shared file system."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tooldns-point-") as tmp:
+        _run_point(data, tmp)
+        return {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}
+
+
+def _write_point(folder: Path, files: dict[str, bytes]) -> None:
+    """Write a point's files atomically, ``summary.json`` last (it marks the point done)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in sorted(files, key=lambda n: (n == SUMMARY, n)):
+        atomic_write(folder / name, lambda p, data=files[name]: Path(p).write_bytes(data))
+
+
+def _run_ray(todo: list[SweepPoint], out: Path, workers: int, console: Console,
+             result: SweepResult, address: str | None) -> None:
+    """Every point as a Ray task (one CPU each); results are written here as they arrive.
+
+    Locally Ray gets ``workers`` CPUs (unless it is already running); on a cluster
+    (``address``) as many tasks run at once as the cluster has CPUs. Every machine of a
+    cluster needs the project installed (``bash .ci/setup``); input files named by the
+    scenario (catalogue, topology, trace) must be at the same paths there.
+    """
+    from sim.engine_ray import ensure_ray
+
+    ray = ensure_ray(address, num_cpus=workers)
+    task = ray.remote(num_cpus=1, max_retries=0)(_point_files)
+    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn())
+    pending = {task.remote(p.scenario.model_dump(mode="json")): p for p in todo}
+    try:
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task(f"{len(todo)} points as Ray tasks", total=len(todo))
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    p = pending.pop(ref)
+                    try:
+                        _write_point(out / "points" / p.id, ray.get(ref))
+                        result.ran.append(p.id)
+                    except Exception as exc:  # a failed point: reported, the others go on
+                        cause = getattr(exc, "cause", None) or exc
+                        result.failed[p.id] = f"{type(cause).__name__}: {cause}"
+                        progress.console.print(f"[red]point {p.id} failed:[/red] "
+                                               f"{escape(result.failed[p.id])}",
+                                               highlight=False)
+                    progress.advance(bar)
+    except BaseException:  # interrupted: cancel the rest; finished points stay for a resume
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise
     result.ran.sort()

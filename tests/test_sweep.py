@@ -91,7 +91,7 @@ def test_every_point_is_validated() -> None:
 def test_no_sweep_section_and_ray_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="sweep"):
         run_sweep(Scenario(name="s"), tmp_path / "out", workers=1, console=_quiet())
-    with pytest.raises(NotImplementedError, match="Ray"):
+    with pytest.raises(ScenarioError, match="sweep"):  # before any Ray is started
         run_sweep(Scenario(name="s"), tmp_path / "out", workers=1, use_ray=True)
     assert not (tmp_path / "out").exists()
 
