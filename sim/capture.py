@@ -123,14 +123,26 @@ def _dns_key(payload: bytes) -> tuple[int, str] | None:
 DnsKey = tuple[str, str, int, str]  # client address, server address, DNS ID, qname
 
 
-def attribute(packets: Iterable[Packet], ports: set[int], dns_keys: dict[DnsKey, int],
+def _at(sends: list[tuple[float, int]], t: float) -> int:
+    """The job of the last send at or before ``t`` (the first one if none was yet)."""
+    job = sends[0][1]
+    for when, j in sends:
+        if when <= t:
+            job = j
+    return job
+
+
+def attribute(packets: Iterable[Packet], ports: set[int],
+              dns_keys: dict[DnsKey, list[tuple[float, int]]],
               http_flows: dict[tuple[str, int], list[tuple[float, int]]],
               clock_offset: float = 0.0, until: float | None = None,
               ) -> tuple[dict[int, WireCost], list[Packet]]:
     """Per-job wire cost from captured packets, and the packets nobody could claim.
 
-    ``dns_keys`` maps DNS exchanges to job indices; ``http_flows`` maps an agent's
-    (address, port) to the (node time of each request sent, job) on that connection.
+    ``dns_keys`` maps a DNS exchange's key to the (node time sent, job) of every query
+    with that key (IDs are 16 bits: two queries can share one, then time decides);
+    ``http_flows`` maps an agent's (address, port) to the (node time of each request
+    sent, job) on that connection.
     Packets later than ``until`` (node time; e.g. teardown after the run) are left over.
     """
     costs: dict[int, WireCost] = {}
@@ -146,7 +158,8 @@ def attribute(packets: Iterable[Packet], ports: set[int], dns_keys: dict[DnsKey,
         key = _dns_key(p.payload[2:])
         if (client, cport) not in http_flows and key is not None and (
                 client, server, *key) in dns_keys:
-            tcp_dns.setdefault((client, cport, server, sport), dns_keys[(client, server, *key)])
+            tcp_dns.setdefault((client, cport, server, sport),
+                               _at(dns_keys[(client, server, *key)], p.ts - clock_offset))
 
     def add(job: int, p: Packet, up: bool) -> None:
         c = WireCost(p.size, 1, 0, 0) if up else WireCost(0, 0, p.size, 1)
@@ -162,14 +175,11 @@ def attribute(packets: Iterable[Packet], ports: set[int], dns_keys: dict[DnsKey,
         job: int | None = None
         if p.proto == "udp":
             key = _dns_key(p.payload)
-            if key is not None:
-                job = dns_keys.get((client, server, key[0], key[1]))
+            sends = dns_keys.get((client, server, *key)) if key is not None else None
+            if sends:
+                job = _at(sends, node_time)
         elif (client, cport) in http_flows:
-            sends = http_flows[(client, cport)]
-            job = sends[0][1]
-            for t, j in sends:
-                if t <= node_time:
-                    job = j
+            job = _at(http_flows[(client, cport)], node_time)
         else:
             job = tcp_dns.get((client, cport, server, p.dport if up else p.sport))
         if job is None:

@@ -25,6 +25,7 @@ from sim.accounting import TcpModel, WireCost, http_cost, steps_cost
 from sim.atomic import atomic_write
 from sim.capture import Capture, attribute, read_packets
 from sim.engines import Engine, EngineOutput, RunPlan
+from sim.faults import attach_faults, fault_report, registry_address
 from sim.hierarchy import Hierarchy, build_hierarchy
 from sim.registries import (
     REGISTRY_ADDRESS,
@@ -35,9 +36,10 @@ from sim.registries import (
     tls_sizes,
 )
 from sim.scenario import Scenario, ScenarioError, SchemeSpec, resolved_yaml
+from sim.trust import trust_policy, trust_report
 from sim.workload import Job, build_jobs
 from topologies import network as net
-from topologies.namespace import Namespace, from_catalog, synthetic
+from topologies.namespace import Namespace, from_catalog, inject_rogue, synthetic
 
 
 def engine_for(name: str) -> Engine:
@@ -74,11 +76,19 @@ def build_namespace(sc: Scenario) -> Namespace:
         queries = spec.queries
         if queries is None and (Path(spec.catalog).parent / "queries.jsonl").exists():
             queries = str(Path(spec.catalog).parent / "queries.jsonl")
-        return from_catalog(spec.catalog, queries, limit=spec.limit, protocols=spec.protocols)
-    n_queries = max(sc.workload.pool or 0, sc.workload.queries, 200)
-    return synthetic(n_tools=spec.tools, branching=spec.branching, depth=spec.depth,
-                     seed=sc.seed, n_orgs=spec.orgs, org_tools=spec.org_tools,
-                     n_queries=n_queries)
+        ns = from_catalog(spec.catalog, queries, limit=spec.limit, protocols=spec.protocols)
+    else:
+        n_queries = max(sc.workload.pool or 0, sc.workload.queries, 200)
+        ns = synthetic(n_tools=spec.tools, branching=spec.branching, depth=spec.depth,
+                       seed=sc.seed, n_orgs=spec.orgs, org_tools=spec.org_tools,
+                       n_queries=n_queries)
+    if spec.rogue is not None:  # a rogue publisher's look-alike tools (sim.trust)
+        r = spec.rogue
+        try:
+            inject_rogue(ns, r.tools, r.mode, r.org, r.victim_org, sc.seed)
+        except ValueError as exc:
+            raise ScenarioError(f"namespace.rogue: {exc}") from None
+    return ns
 
 
 @dataclass
@@ -122,14 +132,15 @@ def build_network(sc: Scenario, hierarchy: Hierarchy) -> Network:
         role_of[ip] = f"agent:{i}"
         roles.append(net.Role(role_of[ip], "agent", f"resolver:{agent_resolver[i]}"))
     if any(s.kind != "tooldns" for s in sc.schemes):  # every scheme sees the same placement
-        role_of[REGISTRY_ADDRESS] = "registry:0"
-        roles.append(net.Role("registry:0", "registry", None))
+        for r in range(max(s.replicas for s in sc.schemes if s.kind != "tooldns")):
+            role_of[registry_address(r)] = f"registry:{r}"
+            roles.append(net.Role(f"registry:{r}", "registry", None))
     placement = net.place(graph, roles, sc.seed, strategy=spec.placement)
     return Network(resolvers, agents, agent_resolver, role_of, net.PathModel(graph, placement))
 
 
 def start_zone(sc: Scenario, ns: Namespace) -> str:
-    if sc.trust.policy == "open":
+    if sc.trust.policy != "org":
         return "tools."
     zones = sorted(z for z, node in ns.zones.items() if node.org == sc.trust.org)
     if not zones:
@@ -145,9 +156,12 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
     hierarchy = build_hierarchy(ns, replicas=sc.namespace.replicas, scorer=sc.namespace.scorer,
                                 ttls=ttls, max_udp_size=sc.namespace.max_udp_size)
     network = build_network(sc, hierarchy)
+    trust = scheme.trust or sc.trust
     config = ResolverConfig(mode=scheme.mode, beam=scheme.beam, timeout=scheme.timeout,
                             max_attempts=scheme.max_attempts, query_mock=scheme.query_mock,
-                            cache=scheme.cache, dns_port=dns_port)
+                            cache=scheme.cache, dns_port=dns_port, selection=scheme.selection,
+                            srtt_decay=scheme.srtt_decay, serve_stale=scheme.serve_stale,
+                            stale_ttl=scheme.stale_ttl, trust=trust_policy(trust, ns))
     plan = RunPlan(
         scenario_name=sc.name, scheme=scheme.name, seed=sc.seed, hierarchy=hierarchy,
         resolvers={}, agents={}, agent_order=list(network.agents), role_of=network.role_of,
@@ -163,9 +177,10 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
         resolver = (network.resolvers[network.agent_resolver[i]], dns_port)
         plan.agents[ip] = StubAgent(resolver, plan.make_rng(f"agent{i}"), name=ip,
                                     option_code=hierarchy.option_code)
-    start = start_zone(sc, ns)
+    start = start_zone(sc.model_copy(update={"trust": trust}), ns)
     if scheme.kind != "tooldns":
         _registry_agents(sc, scheme, ns, plan, network)
+    attach_faults(sc, scheme, plan)
     for job in jobs:
         plan.requests[job.index] = Discovery(job.query.text, service=job.query.service,
                                              k=scheme.k, start=start, beam=scheme.beam)
@@ -303,6 +318,14 @@ def registry_record(sc: Scenario, engine: str, scheme: SchemeSpec, job: Job,
     }
 
 
+def stub_walks(output: EngineOutput, agent_ip: str, stub: StubResult) -> list[DiscoveryResult]:
+    """The resolver walks that served one stub query: same client and query ID, started
+    while the stub waited (IDs are 16 bits, so an agent reuses one now and then)."""
+    end = stub.finished if stub.finished else float("inf")
+    return [w for qid in stub.ids for w in output.walks.get((agent_ip, qid), [])
+            if stub.sent <= w.started <= end]
+
+
 def load_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
                  output: EngineOutput, network: Network) -> list[dict]:
     rows = []
@@ -354,6 +377,7 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     cand = _candidates(ns)
     records, load, replay, wall = [], [], {}, {}
     windows: list = []
+    fault_plans: dict = {}
     out = Path(out_dir or sc.outputs.dir or Path("results") / sc.name)
     sniffer = None
     if capture:
@@ -375,6 +399,7 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
         window = time.time()
         output = run(plan)
         wall[scheme.name] = round(time.perf_counter() - t, 3)
+        fault_plans[scheme.name] = plan.faults
         if sniffer is not None:
             windows.append((scheme, plan, output, window, time.time()))
         replay[scheme.name] = {"schedule_error_ms": _error_stats(output.schedule_error),
@@ -396,7 +421,7 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
                 stub = StubResult(tag=job, request=plan.requests[job.index], sent=0.0,
                                   rcode="", error="not completed")
             agent_ip = plan.agent_order[job.agent]
-            walks = [w for qid in stub.ids for w in output.walks.get((agent_ip, qid), [])]
+            walks = stub_walks(output, agent_ip, stub)
             records.append(query_record(sc, engine, scheme, job_, stub, walks, ns, target_ids,
                                         plan.hierarchy.zone_of, cand))
         load.extend(load_records(sc, engine, scheme, plan, output, network))
@@ -409,6 +434,14 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
                                                  {live_port, REGISTRY_PORT})
     if processing:
         summary["calibrated_processing_s"] = {k: round(v, 9) for k, v in processing.items()}
+    if sc.faults is not None:  # sim.faults: success over time, extra latency, recovery
+        base = (run_scenario(sc.model_copy(update={"faults": None}), engine, write=False,
+                             live_port=live_port).records if sc.faults.baseline else None)
+        df, summary["faults"] = fault_report(sc, df, load_df, base, fault_plans)
+    if ns.rogue or any(s.trust for s in sc.schemes) or sc.trust.policy != "open":
+        summary["trust"] = trust_report(df, ns, {s.name: (s.trust or sc.trust).policy
+                                                 if s.kind == "tooldns" else "registry"
+                                                 for s in sc.schemes})
     # wall-clock figures vary run to run; they go to the console, not into the result files
     summary_for_console = {**summary, "wall_s": wall}
     if write:
@@ -441,13 +474,14 @@ def compare_capture(df: pd.DataFrame, pcap: Path, windows: list, tool: str,
                         flows.setdefault(flow, []).append((st.sent, job.index))
                 continue
             for st in res.steps:
-                dns_keys[(agent_ip, st.server[0], st.qid, st.qname)] = job.index
+                dns_keys.setdefault((agent_ip, st.server[0], st.qid, st.qname), []).append(
+                    (st.sent, job.index))
             resolver_ip = plan.agents[agent_ip].resolver[0]  # walks leave from there
-            for qid in res.ids:
-                for walk in output.walks.get((agent_ip, qid), []):
-                    for st in walk.steps:
-                        dns_keys[(resolver_ip, st.server[0], st.qid, st.qname)] = job.index
-        for sends in flows.values():
+            for walk in stub_walks(output, agent_ip, res):
+                for st in walk.steps:
+                    dns_keys.setdefault((resolver_ip, st.server[0], st.qid, st.qname),
+                                        []).append((st.sent, job.index))
+        for sends in (*flows.values(), *dns_keys.values()):
             sends.sort()
         costs, left = attribute(mine, ports, dns_keys, flows, output.clock_offset,
                                 until=output.end_time)
@@ -485,6 +519,7 @@ def calibrate(sc: Scenario, ns: Namespace, jobs: list[Job], sample: int = 60) ->
 
     plan, _ = make_plan(sc, sc.schemes[0], ns, jobs[:sample])
     plan.measure = {}
+    plan.faults = None  # calibration measures node code, not outages
     run_simpy(plan)
     return {kind: float(np.median(v)) for kind, v in sorted(plan.measure.items()) if v}
 
