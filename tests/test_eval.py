@@ -134,3 +134,24 @@ def test_eval_files(tmp_path: Path) -> None:
     bad.write_text("name: x\ndataset: {source: synthetic, colour: red}\n")
     with pytest.raises(ValueError, match=r"bad.yaml: dataset.colour: Extra inputs"):
         load_eval(bad)
+
+
+def test_hierarchical_walk_with_an_llm_scorer_counts_calls_and_tokens() -> None:
+    """The LLM ranker in the walk (transport stubbed: ranks lines by words shared with the task)."""
+    from nodes.scoring import LLMScorer
+
+    def chat(body: dict) -> dict:
+        prompt = body["messages"][0]["content"]
+        task = set(prompt.split("User task: ")[1].split("\n")[0].split())
+        lines = [line for line in prompt.splitlines() if line[:1].isdigit()]
+        shared = [(len(task & set(line.split()[1:])), line.split(".")[0]) for line in lines]
+        picks = [n for c, n in sorted(shared, key=lambda x: -x[0]) if c > 0]
+        return {"choices": [{"message": {"content": ",".join(picks) or "other"}}]}
+
+    ns = synthetic(n_tools=200, branching=3, depth=2, seed=2, n_queries=15)
+    scorer = LLMScorer(chat, top=3)
+    hier = InProcessHierarchy(ns, scorer)
+    walks = [hier.walk(q.text, q.service, 3) for q in ns.queries]
+    assert sum(q.truth[0] in w.tools for q, w in zip(ns.queries, walks, strict=True)) >= 12
+    assert scorer.calls == 3 * len(ns.queries)  # TLD, level-1 zone, leaf: one prompt each
+    assert scorer.prompt_tokens > 0 and all(w.tokens > 0 for w in walks)
