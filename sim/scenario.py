@@ -214,6 +214,7 @@ class MininetSpec(_Model):
 
     hosts: Literal["site", "node"] = "site"
     netem: Literal["auto", "off"] = "auto"
+    pcap_dir: str | None = None  # tcpdump on every host interface: one pcap per host here
 
 
 class EngineOptions(_Model):
