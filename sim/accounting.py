@@ -67,7 +67,9 @@ class TcpModel:
 
     Plain TCP, a connection carrying n requests:
       * handshake SYN, SYN-ACK, ACK; the client closes: FIN →, ← FIN, ACK →;
-      * a message of m bytes: ceil(m / MSS) segments of 52 + payload bytes;
+      * a message of m bytes: ceil(m / MSS) segments of 52 + payload bytes, the receiver
+        acknowledging every second full-sized segment (RFC 5681 §4.2; never on loopback,
+        where one segment carries up to 65,483 bytes);
       * the server ACKs the first request at once (Linux "quickack" at connection start)
         and later ones ride on its response;
       * the client ACKs the first response on a connection at once (quickack); a later
@@ -128,11 +130,15 @@ def http_cost(steps, opened: set[int], closed: bool, keepalive: bool, tls,
     for i, s in enumerate(steps):
         first = s.conn in opened and s.conn not in seen
         seen.add(s.conn)
-        up(*reversed(model.segments(tls.records(s.bytes_out) if tls else s.bytes_out)))
+        n, size = model.segments(tls.records(s.bytes_out) if tls else s.bytes_out)
+        up(size, n)
+        down(bare * (n // 2), n // 2)  # an ACK for every second full-sized segment
         if tls is None and first:
             down(bare)  # quickack of the first request
         if s.bytes_in:
-            down(*reversed(model.segments(tls.records(s.bytes_in) if tls else s.bytes_in)))
+            n, size = model.segments(tls.records(s.bytes_in) if tls else s.bytes_in)
+            down(size, n)
+            up(bare * (n // 2), n // 2)
             last = i == len(steps) - 1
             if (tls is None and first) or (keepalive and last and not closed):
                 up(bare)

@@ -28,7 +28,6 @@ from sim.engines import Engine, EngineOutput, RunPlan
 from sim.faults import attach_faults, fault_report, registry_address
 from sim.hierarchy import Hierarchy, build_hierarchy
 from sim.registries import (
-    REGISTRY_ADDRESS,
     REGISTRY_HOST,
     REGISTRY_PORT,
     build_registry,
@@ -385,7 +384,11 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
             raise ScenarioError("--capture: packet capture needs the live engine (real sockets)")
         sniffer = Capture(out / "capture.pcap",
                           f"net 127.0.0.0/8 and (port {live_port} or tcp port {REGISTRY_PORT})"
-                          ).start()
+                          )
+        try:
+            sniffer.start()
+        except (OSError, RuntimeError) as exc:  # no tcpdump rights, no interface …
+            raise ScenarioError(f"--capture: cannot capture on lo ({exc}); run as root") from None
     processing = calibrate(sc, ns, jobs) if sc.network.processing.model == "calibrated" else {}
     for scheme in sc.schemes:
         if progress:

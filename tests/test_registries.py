@@ -177,3 +177,28 @@ def test_tls_sizes_come_from_a_real_handshake() -> None:
                    fromlist=["Encoding"]).Encoding.DER))  # the certificate rides in it
     assert sizes.record_overhead == 22  # 5-byte header, content type, 16-byte AEAD tag
     assert sizes.records(100) == 122 and sizes.records(0) == 0
+
+
+def test_tcp_model_packet_patterns() -> None:
+    """The TcpModel counts the packet sequences captured on Linux loopback (see
+    sim/accounting.py): cold HTTP 6 up / 4 down, TLS 8 / 8, a later kept-alive query 2 / 1."""
+    from nodes.registry_client import HttpStep
+    from sim.accounting import TcpModel, http_cost
+
+    model = TcpModel()
+    one = [HttpStep("search", 1, 0.0, bytes_out=300, bytes_in=900)]
+    cold = http_cost(one, {1}, True, False, None, model)
+    assert (cold.packets_up, cold.packets_down) == (6, 4)
+    assert cold.bytes_up == 60 + 52 + (52 + 300) + 52 + 2 * 52
+    assert cold.bytes_down == 60 + 52 + (52 + 900) + 52
+    ca = make_ca(2)
+    leaf = issue(ca, 2, REGISTRY_HOST)
+    tls = tls_sizes(leaf.cert_pem, leaf.key_pem, ca.cert_pem)
+    secure = http_cost(one, {1}, True, False, tls, model)
+    assert (secure.packets_up, secure.packets_down) == (8, 8)
+    later = http_cost(one, set(), False, True, None, model)
+    assert (later.packets_up, later.packets_down) == (2, 1)
+    # Ethernet MTU: a 3,000-byte response is 3 segments, the client ACKs one pair
+    eth = http_cost([HttpStep("search", 1, 0.0, bytes_out=300, bytes_in=3000)], set(), False,
+                    True, None, TcpModel(mtu=1500))
+    assert eth.packets_down == 3 and eth.packets_up == 1 + 1 + 1
