@@ -34,6 +34,7 @@ from typing import Literal
 from dnslib import QTYPE, RCODE, RR, SRV, A, DNSHeader, DNSQuestion, DNSRecord
 
 from nodes.scoring import BM25Scorer, ScoreIndex, Scorer, top_k
+from nodes.trust import TrustPolicy
 from nodes.wire import (
     CLASSIC_UDP_SIZE,
     DEFAULT_EDNS_SIZE,
@@ -72,6 +73,12 @@ class ResolverConfig:
     dns_port: int = 53
     max_rounds: int = 24  # loop guard
     srtt_alpha: float = 0.3
+    selection: Literal["srtt", "random"] = "srtt"  # replica order: smoothed RTT or random
+    srtt_decay: float = 1.0  # SRTT of replicas not chosen is multiplied by this (BIND-style
+    # decay: a replica that timed out is probed again eventually; 1 = never)
+    serve_stale: bool = False  # RFC 8767: answer from expired data when upstream fails
+    stale_ttl: float = 86_400.0  # how long past expiry data may still be served
+    trust: TrustPolicy | None = None  # which zones tools may come from (nodes.trust)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +137,7 @@ class DiscoveryResult:
     cache: Counter[str] = field(default_factory=Counter)
     leaves: list[str] = field(default_factory=list)
     client: tuple[Address, int] | None = None  # stub client (address, query ID) if any
+    rejected: int = 0  # tools the trust policy refused
 
     @property
     def latency(self) -> float:
@@ -311,8 +319,21 @@ class RecursiveResolver:
             task.result.rounds += 1
         task.asks, task.replies = asks, [None] * len(asks)
         for i, ask in enumerate(asks):
-            order = sorted(ask.servers, key=lambda s: (self.srtt.get(s, 0.0), self.rng.random()))
-            self._send(task, i, order, 0, "udp", now)
+            self._send(task, i, self._order(ask.servers), 0, "udp", now)
+
+    def _order(self, servers: tuple[Address, ...]) -> list[Address]:
+        """Replicas in the order they will be tried (lowest SRTT first, or random)."""
+        if self.config.selection == "random":
+            order = list(servers)
+            self.rng.shuffle(order)
+        else:
+            order = sorted(servers, key=lambda s: (self.srtt.get(s, 0.0), self.rng.random()))
+        decay = self.config.srtt_decay
+        if decay != 1.0:
+            for other in order[1:]:
+                if other in self.srtt:
+                    self.srtt[other] *= decay
+        return order
 
     def _send(
         self, task: _Task, index: int, order: list[Address], attempt: int, transport: Transport,
@@ -404,7 +425,17 @@ class RecursiveResolver:
         if entry is None:
             return None
         if entry.expires <= self._now:
-            del table[key]
+            if not self.config.serve_stale or entry.expires + self.config.stale_ttl <= self._now:
+                del table[key]
+            return None
+        return entry.value
+
+    def _get_stale(self, table: dict, key: object) -> object | None:
+        """Expired data still within the serve-stale window (RFC 8767), else None."""
+        if not (self.config.cache and self.config.serve_stale):
+            return None
+        entry = table.get(key)
+        if entry is None or entry.expires + self.config.stale_ttl <= self._now:
             return None
         return entry.value
 
@@ -509,11 +540,46 @@ class RecursiveResolver:
         intent = Intent(req.intent, k=req.k)
         known: dict[str, tuple[Address, ...]] = {}  # delegations learned during this walk
         beam = max(1, req.beam or self.config.beam)
-        key = (req.service, req.proto, req.intent, req.k)
         start = normalise(req.start)
-        branches = [(start, beam)]  # (zone, share of the beam width it may still use)
+        policy = self.config.trust
+        trusted = [(z, beam) for z in policy.zones] if policy is not None else []
+        if policy is not None and policy.restricts_start and not policy.accepts(start):
+            branches = trusted  # walk only the trusted zones, from the first round
+        else:
+            branches = [(start, beam)]  # (zone, share of the beam width it may still use)
         leaf_results: dict[str, list[Endpoint]] = {}
         leaf_order: list[str] = []
+        yield from self._walk(req, result, intent, branches, known, leaf_results, leaf_order)
+        if policy is not None and policy.filters:
+            merged = _merge(leaf_results, leaf_order, 0)
+            endpoints = [e for e in merged if policy.accepts(e.target)]
+            if not endpoints and policy.kind == "public-then-certified":
+                result.rejected += len(merged)
+                leaf_results, leaf_order = {}, []
+                result.error = None
+                yield from self._walk(req, result, intent, trusted, known, leaf_results,
+                                      leaf_order)
+                merged = _merge(leaf_results, leaf_order, 0)
+                endpoints = [e for e in merged if policy.accepts(e.target)]
+            result.rejected += len(merged) - len(endpoints)
+            endpoints = endpoints if req.k == 0 else endpoints[:req.k]
+        else:
+            endpoints = _merge(leaf_results, leaf_order, req.k)
+        start_ok = [e for e in endpoints if is_subdomain(e.target, start)]
+        if len(start_ok) != len(endpoints):
+            self.stats["outside_start_zone"] += len(endpoints) - len(start_ok)
+        result.leaves = leaf_order
+        result.endpoints = yield from self._resolve_targets(start_ok, result, known)
+        if result.endpoints:
+            result.error = None
+        result.finished = self._now
+        return result
+
+    def _walk(self, req: Discovery, result: DiscoveryResult, intent: Intent,
+              branches: list[tuple[str, int]], known: dict[str, tuple[Address, ...]],
+              leaf_results: dict[str, list[Endpoint]], leaf_order: list[str]):
+        """Rounds of the beam walk from ``branches`` down to leaves (fills the leaf dicts)."""
+        key = (req.service, req.proto, req.intent, req.k)
         for _ in range(self.config.max_rounds):
             asks: list[Ask] = []
             asked: list[tuple[str, str, int]] = []  # (branch zone, bailiwick asked, width)
@@ -550,6 +616,16 @@ class RecursiveResolver:
                 msg = reply.msg
                 if msg is None:
                     result.error = f"{zone}: {reply.error}"
+                    stale = self._get_stale(self._srv, (zone, *key))
+                    if stale is not None:  # RFC 8767: the leaf's expired answer
+                        result.cache["stale_srv"] += 1
+                        leaf_results[zone] = list(stale)  # type: ignore[arg-type]
+                        leaf_order.append(zone)
+                        continue
+                    stale = self._get_stale(self._referrals, (zone, *key))
+                    if stale is not None:
+                        result.cache["stale_referral"] += 1
+                        next_branches.extend(_narrow(stale, width))  # type: ignore[arg-type]
                     continue
                 srv = [rr for rr in msg.rr if rr.rtype == QTYPE.SRV]
                 if srv:
@@ -576,16 +652,6 @@ class RecursiveResolver:
                     self.stats["bogus_referral"] += 1
                     result.error = f"{zone}: referral to {children} is out of the walk"
             branches = next_branches
-        endpoints = _merge(leaf_results, leaf_order, req.k)
-        start_ok = [e for e in endpoints if is_subdomain(e.target, start)]
-        if len(start_ok) != len(endpoints):
-            self.stats["outside_start_zone"] += len(endpoints) - len(start_ok)
-        result.leaves = leaf_order
-        result.endpoints = yield from self._resolve_targets(start_ok, result, known)
-        if result.endpoints:
-            result.error = None
-        result.finished = self._now
-        return result
 
     def _resolve_targets(self, endpoints: list[Endpoint], result: DiscoveryResult,
                          known: dict[str, tuple[Address, ...]]):
@@ -610,6 +676,11 @@ class RecursiveResolver:
             if a:
                 addresses[ep.target] = str(a[0].rdata)
                 self._put(self._addr, ep.target, addresses[ep.target], a[0].ttl)
+            elif reply.msg is None:
+                stale = self._get_stale(self._addr, ep.target)
+                if stale is not None:
+                    result.cache["stale_a"] += 1
+                    addresses[ep.target] = stale  # type: ignore[assignment]
         return [Endpoint(ep.target, addresses[ep.target], ep.port, ep.priority, ep.weight,
                          ep.zone) for ep in endpoints if ep.target in addresses]
 

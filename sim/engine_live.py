@@ -17,8 +17,10 @@ from collections.abc import Callable
 import numpy as np
 
 from nodes.agent import StubResult
+from nodes.registry import RegistryServer
 from sim.accounting import IPV4
 from sim.engines import EngineOutput, RunPlan
+from sim.faults import registry_address, registry_order
 from sim.live import (
     NodeEndpoint,
     ServerEndpoint,
@@ -41,11 +43,14 @@ async def _run(plan: RunPlan) -> EngineOutput:
     raise_fd_limit()
     out = EngineOutput()
     rng = np.random.default_rng([plan.seed, 1])
+    faults = plan.faults
 
     def shaper(src: str, dst: str, size: int) -> float | None:
         out.count(src, "tx_packets")
         out.count(src, "tx_bytes", size)
         delay = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+        if faults is not None:  # sim.faults: a crashed server neither sends nor receives
+            delay = faults.fate(src, dst, loop.time() - origin, delay)
         if delay is None:
             out.lost += 1
         else:
@@ -83,6 +88,8 @@ async def _run(plan: RunPlan) -> EngineOutput:
                                    for service in plan.warm_services))
             out.warm_time = loop.time() - origin
         t0 = loop.time() - origin
+        if faults is not None:
+            faults.start(t0)
         for job in plan.jobs:
             finished[job.index] = loop.create_future()
 
@@ -122,19 +129,26 @@ async def _run(plan: RunPlan) -> EngineOutput:
 
 async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float],
                          delay: Callable[[str, int], float] | None = None,
+                         address: str | None = None, server: object | None = None,
+                         conns: set[asyncio.StreamWriter] | None = None,
                          ) -> asyncio.base_events.Server:
     """Serve a registry over HTTP/1.1 (TLS 1.3 with ``tls``) on its address and port.
 
     ``delay(peer address, response bytes)`` gives the emulated one-way delay before each
-    response is written; a peer's bad bytes get a 400 and a closed connection.
+    response is written; a peer's bad bytes get a 400 and a closed connection. A replica
+    serves at ``address`` with its own ``server`` node; ``conns`` collects the open
+    connections (so a crash can reset them).
     """
+    node = server if server is not None else reg.server
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")[:2]
+        if conns is not None:
+            conns.add(writer)
         try:
             while True:
                 data = await reader.read(65536)
-                reply, close = reg.server.receive(peer, data, now())
+                reply, close = node.receive(peer, data, now())  # type: ignore[attr-defined]
                 if reply:
                     if delay is not None:
                         await sleep_precisely(delay(peer[0], len(reply)))
@@ -143,11 +157,14 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
                 if close or not data:
                     break
         except (ConnectionError, OSError):
-            reg.server.lost(peer)
+            node.lost(peer)  # type: ignore[attr-defined]
         finally:
+            if conns is not None:
+                conns.discard(writer)
             writer.close()
 
-    return await asyncio.start_server(serve, reg.address, reg.port, reuse_address=True,
+    return await asyncio.start_server(serve, address or reg.address, reg.port,
+                                      reuse_address=True,
                                       ssl=reg.server_context() if tls else None)
 
 
@@ -169,15 +186,21 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
     reg = plan.registry
     rip, tls = reg.address, plan.tls  # type: ignore[attr-defined]
 
+    faults = plan.faults
+
     def delay(src: str, dst: str, size: int) -> float:
         out.count(src, "tx_packets")
         out.count(src, "tx_bytes", size)
         total = 0.0
         d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+        if faults is not None:  # crashed replicas refuse or reset for real (below)
+            d = faults.fate(src, dst, now(), d, crashes=False)
         while d is None:  # a lost segment costs its retransmission timeout
             out.lost += 1
             total += 0.2
             d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+            if faults is not None and total <= 60.0:
+                d = faults.fate(src, dst, now() + total, d, crashes=False)
         out.count(dst, "rx_packets")
         out.count(dst, "rx_bytes", size)
         return total + d
@@ -191,8 +214,32 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
         return loop.time() - origin
 
     client_ctx = reg.client_context() if plan.tls is not None else None  # type: ignore[attr-defined]
-    server = await start_registry(reg, tls=plan.tls is not None, now=now,  # type: ignore[arg-type]
-                                  delay=lambda peer, n: delay(rip, peer, wire(n)))
+    nodes = {registry_address(i): reg.server if i == 0 else  # type: ignore[attr-defined]
+             RegistryServer(reg.server.app, name=f"{reg.server.name}-{i}")  # type: ignore[attr-defined]
+             for i in range(plan.registry_replicas)}
+    listening: dict[str, asyncio.base_events.Server] = {}
+    server_conns: dict[str, set[asyncio.StreamWriter]] = {h: set() for h in nodes}
+    host_of: dict[tuple[str, int], str] = {}
+    agent_index = {ip: i for i, ip in enumerate(plan.agent_order)}
+
+    async def serve_replica(host: str) -> None:
+        listening[host] = await start_registry(
+            reg, tls=plan.tls is not None, now=now,  # type: ignore[arg-type]
+            delay=lambda peer, n: delay(host, peer, wire(n)), address=host,
+            server=nodes[host], conns=server_conns[host])
+
+    def crash(host: str) -> None:  # the process dies: no listener, connections reset
+        server = listening.pop(host, None)
+        if server is not None:
+            server.close()
+        for writer in list(server_conns[host]):
+            writer.transport.abort()
+
+    def restart(host: str) -> None:
+        spawn(serve_replica(host))
+
+    for host in nodes:
+        await serve_replica(host)
     finished: dict[int, asyncio.Future] = {}
     writers: dict[tuple[str, int], asyncio.StreamWriter] = {}
     timers: dict[str, asyncio.TimerHandle] = {}
@@ -205,16 +252,24 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
 
     async def open_conn(ip: str, conn: int) -> None:
         agent = plan.agents[ip]
-        wait = delay(ip, rip, IPV4 + TCP_SYN) + delay(rip, ip, IPV4 + TCP_SYN)
-        if tls is not None:
-            wait += delay(ip, rip, IPV4 + TCP_TS + tls.client_hello)  # type: ignore[attr-defined]
-            wait += delay(rip, ip, IPV4 + TCP_TS + tls.server_flight)  # type: ignore[attr-defined]
-        await sleep_precisely(wait)
-        try:
-            reader, writer = await asyncio.open_connection(
-                rip, reg.port, ssl=client_ctx,  # type: ignore[attr-defined]
-                server_hostname=REGISTRY_HOST if client_ctx else None, local_addr=(ip, 0))
-        except OSError:
+        for host in registry_order(plan.registry_replicas, agent_index[ip]):
+            await sleep_precisely(delay(ip, host, IPV4 + TCP_SYN))
+            try:  # each address of the name in turn, as socket.create_connection does
+                reader, writer = await asyncio.open_connection(
+                    host, reg.port, ssl=client_ctx,  # type: ignore[attr-defined]
+                    server_hostname=REGISTRY_HOST if client_ctx else None,
+                    local_addr=(ip, 0))
+            except OSError:  # refused: the RST travels back
+                await sleep_precisely(delay(host, ip, IPV4 + TCP_SYN))
+                continue
+            wait = delay(host, ip, IPV4 + TCP_SYN)
+            if tls is not None:
+                wait += delay(ip, host, IPV4 + TCP_TS + tls.client_hello)  # type: ignore[attr-defined]
+                wait += delay(host, ip, IPV4 + TCP_TS + tls.server_flight)  # type: ignore[attr-defined]
+            await sleep_precisely(wait)
+            host_of[(ip, conn)] = host
+            break
+        else:
             agent.closed(conn, now())  # type: ignore[attr-defined]
             pump(ip)
             return
@@ -233,7 +288,7 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
         pump(ip)
 
     async def send(ip: str, conn: int, data: bytes) -> None:
-        await sleep_precisely(delay(ip, rip, wire(len(data))))
+        await sleep_precisely(delay(ip, host_of.get((ip, conn), rip), wire(len(data))))
         writer = writers.get((ip, conn))
         if writer is not None and not writer.is_closing():
             writer.write(data)
@@ -246,6 +301,7 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
             elif act.kind == "send":
                 spawn(send(ip, act.conn, act.data))
             else:
+                host_of.pop((ip, act.conn), None)
                 writer = writers.pop((ip, act.conn), None)
                 if writer is not None:
                     writer.close()
@@ -276,6 +332,13 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
     try:
         origin = loop.time()
         out.clock_offset = time.time() - (loop.time() - origin)  # wall clock at node time 0
+        if faults is not None:
+            faults.start(0.0)
+            for host in nodes:
+                for start, end in faults.down_events({host}):
+                    loop.call_at(origin + start, crash, host)
+                    if end != float("inf"):
+                        loop.call_at(origin + end, restart, host)
         for job in plan.jobs:
             finished[job.index] = loop.create_future()
         if plan.closed_loop:
@@ -302,5 +365,6 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
         await asyncio.sleep(0.05)  # let FINs go out before the server closes
         for task in list(tasks):
             task.cancel()
-        server.close()
+        for server in listening.values():
+            server.close()
     return out

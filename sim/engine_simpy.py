@@ -21,6 +21,7 @@ from sim.engines import AGENT_PORT, EngineOutput, RunPlan
 from sim.workload import Job
 
 SYN_RTO = 1.0  # Linux initial retransmission timeout for SYN (RFC 6298 §2.1)
+TCP_GIVE_UP = 60.0  # seconds of retransmissions after which a connection is dead (faults)
 
 
 def run_simpy(plan: RunPlan) -> EngineOutput:
@@ -37,6 +38,7 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
     nodes = {**plan.resolvers, **plan.agents}
     ip_of = {role: ip for ip, role in plan.role_of.items()}
     done_events: dict[int, simpy.Event] = {}
+    faults = plan.faults
 
     def transmit(src: str, msg: Outgoing) -> None:
         dst = msg.dst[0]
@@ -45,6 +47,8 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
         out.count(src, "tx_packets")
         out.count(src, "tx_bytes", size)
         delay = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+        if faults is not None:  # sim.faults: crashed, partitioned, lossy, slow, delayed
+            delay = faults.fate(src, dst, env.now, delay)
         if delay is None:
             out.lost += 1
             return
@@ -136,6 +140,8 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
         env.run()
         out.warm_time = env.now
     t0 = env.now
+    if faults is not None:
+        faults.start(t0)
 
     def ask(job: Job) -> None:
         ip = plan.agent_order[job.agent]
@@ -181,7 +187,9 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
     request and response travels as one message of its real bytes (TLS records added);
     wire packets and bytes come from :func:`sim.accounting.http_cost`.
     """
+    from nodes.registry import RegistryServer
     from sim.accounting import TCP_SYN, TCP_TS
+    from sim.faults import registry_address, registry_order
 
     env = simpy.Environment()
     rng = np.random.default_rng([plan.seed, 1])
@@ -189,6 +197,14 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
     reg = plan.registry
     server, rip = reg.server, reg.address  # type: ignore[attr-defined]
     tls = plan.tls
+    faults = plan.faults
+    if faults is not None:
+        faults.start(0.0)
+    hosts = {registry_address(i): server if i == 0 else  # replicas share the application
+             RegistryServer(server.app, name=f"{server.name}-{i}")
+             for i in range(plan.registry_replicas)}
+    host_of: dict[tuple[str, int], str] = {}  # (agent, connection) -> replica it reached
+    agent_index = {ip: i for i, ip in enumerate(plan.agent_order)}
     busy: dict[str, float] = {}
     armed: dict[str, float] = {}
     done_events: dict[int, simpy.Event] = {}
@@ -198,13 +214,32 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
         out.count(src, "tx_packets")
         out.count(src, "tx_bytes", size)
         d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+        if faults is not None:
+            d = faults.fate(src, dst, env.now, d, crashes=False)
         while d is None:  # TCP retransmits a lost segment after its timeout
             out.lost += 1
             total += rto
             d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+            if faults is not None:
+                if total > TCP_GIVE_UP:  # a partition that outlasts TCP: the peer is gone
+                    return d if d is not None else total
+                d = faults.fate(src, dst, env.now + total, d, crashes=False)
         out.count(dst, "rx_packets")
         out.count(dst, "rx_bytes", size)
         return total + d
+
+    def refused(host: str, ip: str, at: float) -> bool:
+        """Is registry replica ``host`` down when a segment reaches it (RST comes back)?"""
+        return faults is not None and faults.down(host, at)
+
+    def reset(ip: str, conn: int, host: str, d: float) -> None:
+        """The segment met a crashed replica: its RST reaches the agent after ``d`` more."""
+        later(d + one_way(host, ip, IPV4 + TCP_SYN, 0.2), closed, ip, conn)
+
+    def closed(ip: str, conn: int) -> None:
+        host_of.pop((ip, conn), None)
+        plan.agents[ip].closed(conn, env.now)  # type: ignore[attr-defined]
+        pump(ip)
 
     def wire(payload: int) -> int:
         return IPV4 + TCP_TS + (tls.records(payload) if tls is not None else payload)  # type: ignore[attr-defined]
@@ -215,18 +250,33 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
     def pump(ip: str) -> None:
         agent = plan.agents[ip]
         for act in agent.to_send():  # type: ignore[attr-defined]
-            if act.kind == "open":
-                d = (one_way(ip, rip, IPV4 + TCP_SYN, SYN_RTO)
-                     + one_way(rip, ip, IPV4 + TCP_SYN, SYN_RTO))
-                if tls is not None:  # ClientHello → server flight (1 RTT more)
-                    d += one_way(ip, rip, IPV4 + TCP_TS + tls.client_hello, 0.2)  # type: ignore[attr-defined]
-                    d += one_way(rip, ip, IPV4 + TCP_TS + tls.server_flight, 0.2)  # type: ignore[attr-defined]
-                later(d, connected, ip, act.conn)
+            if act.kind == "open":  # each replica address in turn, as create_connection
+                d = 0.0
+                for host in registry_order(plan.registry_replicas, agent_index[ip]):
+                    d += one_way(ip, host, IPV4 + TCP_SYN, SYN_RTO)
+                    if refused(host, ip, env.now + d):
+                        d += one_way(host, ip, IPV4 + TCP_SYN, 0.2)  # RST
+                        continue
+                    d += one_way(host, ip, IPV4 + TCP_SYN, SYN_RTO)
+                    if tls is not None:  # ClientHello → server flight (1 RTT more)
+                        d += one_way(ip, host, IPV4 + TCP_TS + tls.client_hello, 0.2)  # type: ignore[attr-defined]
+                        d += one_way(host, ip, IPV4 + TCP_TS + tls.server_flight, 0.2)  # type: ignore[attr-defined]
+                    host_of[(ip, act.conn)] = host
+                    later(d, connected, ip, act.conn)
+                    break
+                else:
+                    later(d, closed, ip, act.conn)  # every replica refused
             elif act.kind == "send":
-                later(one_way(ip, rip, wire(len(act.data)), 0.2), to_server, ip, act.conn,
-                      act.data)
+                host = host_of.get((ip, act.conn), rip)
+                d = one_way(ip, host, wire(len(act.data)), 0.2)
+                if refused(host, ip, env.now + d):
+                    reset(ip, act.conn, host, d)
+                else:
+                    later(d, to_server, ip, act.conn, act.data)
             else:
-                later(one_way(ip, rip, IPV4 + TCP_TS, 0.2), to_server, ip, act.conn, b"")
+                host = host_of.pop((ip, act.conn), rip)
+                later(one_way(ip, host, IPV4 + TCP_TS, 0.2), to_server, ip, act.conn, b"",
+                      host)
         for result in agent.pop_done():  # type: ignore[attr-defined]
             out.stubs.append((result.tag, result))
             ev = done_events.pop(result.tag.index, None)
@@ -247,17 +297,22 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
         plan.agents[ip].connected(conn, env.now)  # type: ignore[attr-defined]
         pump(ip)
 
-    def to_server(ip: str, conn: int, data: bytes) -> None:
-        start = max(env.now, busy.get(rip, 0.0))
-        busy[rip] = start + plan.server_time
+    def to_server(ip: str, conn: int, data: bytes, host: str | None = None) -> None:
+        host = host or host_of.get((ip, conn), rip)
+        start = max(env.now, busy.get(host, 0.0))
+        busy[host] = start + plan.server_time
 
         def process(_e: object = None) -> None:
             t = perf_counter()
-            reply, _close = server.receive((ip, conn), data, env.now)
+            if refused(host, ip, env.now):  # crashed while the request was queued
+                if data:
+                    reset(ip, conn, host, 0.0)
+                return
+            reply, _close = hosts[host].receive((ip, conn), data, env.now)
             if plan.measure is not None:
                 plan.measure.setdefault("server", []).append(perf_counter() - t)
             if reply:
-                later(one_way(rip, ip, wire(len(reply)), 0.2), to_agent, ip, conn, reply)
+                later(one_way(host, ip, wire(len(reply)), 0.2), to_agent, ip, conn, reply)
 
         later(start + plan.server_time - env.now, process)
 

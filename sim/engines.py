@@ -43,6 +43,8 @@ class RunPlan:
     registry: object | None = None  # sim.registries.RegistrySetup for HTTP-registry schemes
     tcp: object | None = None  # sim.accounting.TcpModel (registry schemes)
     tls: object | None = None  # sim.registries.TlsSizes when the scheme uses TLS
+    faults: object | None = None  # sim.faults.FaultPlan (scenario faults:), consulted per packet
+    registry_replicas: int = 1  # registry hosts behind one name (sim.faults: failover order)
 
     def make_rng(self, salt: str) -> random.Random:
         return random.Random(f"{self.seed}-{self.scheme}-{salt}")

@@ -59,6 +59,17 @@ class ProcessingSpec(_Model):
     agent: Seconds = 0.0
 
 
+class RogueSpec(_Model):
+    """A rogue publisher: look-alike copies of popular tools, under the public branches
+    (``public``: open registration) or inside a certified organisation's zone
+    (``compromised``: that organisation's zone is taken over)."""
+
+    tools: int = Field(20, ge=1)
+    mode: Literal["public", "compromised"] = "public"
+    org: str = Field("rogue", pattern=r"^[a-z0-9-]{1,63}$")
+    victim_org: str | None = None  # compromised: whose zone (default: the first org zone)
+
+
 class NamespaceSpec(_Model):
     source: Literal["synthetic", "catalog"] = "synthetic"
     tools: int = Field(2000, ge=1)
@@ -73,6 +84,7 @@ class NamespaceSpec(_Model):
     replicas: int = Field(1, ge=1, le=8)
     scorer: Literal["bm25", "tfidf", "oracle"] = "bm25"
     max_udp_size: int = Field(1232, ge=512, le=65535)
+    rogue: RogueSpec | None = None  # a rogue publisher's look-alike tools
 
     @model_validator(mode="after")
     def _check(self) -> NamespaceSpec:
@@ -101,6 +113,26 @@ class NetworkSpec(_Model):
         return self
 
 
+class TrustSpec(_Model):
+    """Which tools an agent accepts (:mod:`nodes.trust`): ``open`` (the public entry,
+    anything), ``org`` (start at one organisation's zone), ``allowlist`` (walk only the
+    zones of ``orgs``), ``certified`` (walk only certified organisation zones),
+    ``public-then-certified`` (walk the public entry, keep only tools of certified zones,
+    fall back to the certified zones when none is left)."""
+
+    policy: Literal["open", "org", "allowlist", "certified", "public-then-certified"] = "open"
+    org: str | None = None
+    orgs: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> TrustSpec:
+        if self.policy == "org" and not self.org:
+            raise ValueError("org: needed when policy is 'org' (the organisation to trust)")
+        if self.policy == "allowlist" and not self.orgs:
+            raise ValueError("orgs: needed when policy is 'allowlist' (organisations trusted)")
+        return self
+
+
 class SchemeSpec(_Model):
     """One discovery scheme to compare; every scheme replays the same workload."""
 
@@ -121,6 +153,26 @@ class SchemeSpec(_Model):
     resolve_top: int = Field(1, ge=1)  # ans: agents resolved (one signed answer each)
     verify: bool = True  # ans: verify certificate chain and signatures
     revocation: bool = False  # ans: OCSP-style check of the registry certificate (cached)
+    replicas: int = Field(1, ge=1, le=8)  # registry replicas behind one name (clients fail over)
+    # resolver knobs (tooldns): server selection, serve-stale (RFC 8767), trust
+    selection: Literal["srtt", "random"] = "srtt"
+    srtt_decay: float = Field(1.0, gt=0, le=1, description="factor applied to the SRTT of "
+                              "replicas not chosen (BIND-style; 1 = never decay)")
+    serve_stale: bool = False
+    stale_ttl: int = Field(86_400, ge=0, description="how long past expiry stale data may "
+                           "be served")
+    trust: TrustSpec | None = None  # overrides the scenario's trust policy for this scheme
+
+    @model_validator(mode="after")
+    def _resolver_only(self) -> SchemeSpec:
+        if self.kind == "tooldns" and self.replicas != 1:
+            raise ValueError("replicas: applies to registry schemes; zones take "
+                             "namespace.replicas")
+        if self.kind != "tooldns":
+            for name in ("serve_stale",):
+                if getattr(self, name):
+                    raise ValueError(f"{name}: applies to tooldns schemes only")
+        return self
 
     @model_validator(mode="after")
     def _registry_only(self) -> SchemeSpec:
@@ -167,15 +219,52 @@ class CacheSpec(_Model):
     negative_ttl: int = Field(60, ge=0)
 
 
-class TrustSpec(_Model):
-    policy: Literal["open", "org"] = "open"
-    org: str | None = None
+FaultKind = Literal["down", "slow", "lossy", "delay", "partition"]
+_SELECTOR = (r"^(\*|registry(#\d+)?|resolvers|agents|resolver:\d+|agent:\d+|replica:\d+|"
+             r"address:[0-9.]+|zone:[a-z0-9._-]+(#\d+)?|org:[a-z0-9-]+(#\d+)?|"
+             r"role:(root|tld|intermediate|leaf)(#\d+)?)$")
+
+
+class FaultSpec(_Model):
+    """One fault (see :mod:`sim.faults`): from ``at`` for ``duration`` seconds of workload
+    time (null: to the end), or, with ``rate``, failures of each target arriving as a
+    Poisson process (per second) from ``at`` on, each lasting an exponential time of mean
+    ``duration``. ``down`` crashes a server or registry replica (restart at the end);
+    ``slow`` adds ``delay`` to everything the target sends; ``lossy`` drops what it sends
+    or receives with probability ``loss``; ``delay`` and ``partition`` act on the links
+    between ``target`` and ``peer`` (both directions)."""
+
+    kind: FaultKind
+    target: str = Field(pattern=_SELECTOR)
+    peer: str = Field("*", pattern=_SELECTOR)
+    at: Seconds = 0.0
+    duration: Seconds | None = None
+    rate: float | None = Field(None, gt=0)
+    delay: Seconds = 0.0
+    loss: float = Field(0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
-    def _check(self) -> TrustSpec:
-        if self.policy == "org" and not self.org:
-            raise ValueError("org: needed when policy is 'org' (the organisation to trust)")
+    def _check(self) -> FaultSpec:
+        if self.kind in ("slow", "delay") and self.delay <= 0:
+            raise ValueError(f"delay: a '{self.kind}' fault needs delay > 0 (seconds)")
+        if self.kind == "lossy" and self.loss <= 0:
+            raise ValueError("loss: a 'lossy' fault needs loss > 0")
+        if self.kind == "partition" and self.peer == "*":
+            raise ValueError("peer: a partition needs the other side (a selector, not '*')")
+        if self.rate is not None and not self.duration:
+            raise ValueError("duration: a random fault process (rate) needs the mean "
+                             "duration of each failure")
         return self
+
+
+class FaultsSpec(_Model):
+    """The fault schedule, plus what to measure against."""
+
+    events: tuple[FaultSpec, ...] = Field(min_length=1)
+    baseline: bool = True  # also run every scheme fault-free and report the difference
+    bin: float = Field(1.0, gt=0, description="seconds per bin of success over time")
+    horizon: Seconds | None = None  # random processes are drawn up to here (default: the
+    # last scheduled query plus 60 s)
 
 
 class OutputSpec(_Model):
@@ -235,6 +324,7 @@ class Scenario(_Model):
     workload: WorkloadSpec = WorkloadSpec()
     caches: CacheSpec = CacheSpec()
     trust: TrustSpec = TrustSpec()
+    faults: FaultsSpec | None = None
     outputs: OutputSpec = OutputSpec()
     sweep: SweepSpec | None = None
 
