@@ -36,9 +36,10 @@ def print_summary(summary: dict, console: Console) -> None:
     for scheme, s in summary["schemes"].items():
         table.add_row(scheme, *(_fmt(fmt, s.get(key)) for key, _, fmt in COLUMNS))
     console.print(table)
-    console.print("per query; RTTs = sequential resolver↔server round trips; bytes/packets at "
-                  "the IP layer incl. the agent↔resolver exchange; C(q) = items scored by "
-                  "servers", style="dim")
+    console.print("per query; RTTs = sequential round trips (ToolDNS: resolver↔servers; "
+                  "registries: TCP/TLS handshakes + HTTP calls); bytes/packets at the IP "
+                  "layer incl. the agent↔resolver exchange; C(q) = items scored (servers, "
+                  "registry, ANS client)", style="dim")
 
 
 def print_capture(report: dict, console: Console) -> None:

@@ -40,6 +40,10 @@ def test_readme_main_job_runs(tmp_path: Path) -> None:
     schemes = summary["schemes"]
     assert schemes["tooldns"]["success"] == 1.0
     assert schemes["unmodified-resolver"]["success"] == 0.0  # strips the option: no walk
+    # the HTTP registry baselines: one search over a fresh TCP connection (AgentDNS)
+    assert schemes["agentdns"]["success"] == 1.0
+    assert schemes["agentdns"]["mean_round_trips"] == 2.0
+    assert schemes["agentdns"]["mean_packets"] == 10.0
     # warming with K = 0 saves round trips against the same resolver without it
     assert schemes["tooldns-k0-warmed"]["mean_round_trips"] < schemes["tooldns"][
         "mean_round_trips"]
