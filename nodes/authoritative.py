@@ -42,6 +42,7 @@ from nodes.codec import (
     question_names,
     view_from_dnslib,
 )
+from nodes.dnssec import ZoneSigner
 from nodes.scoring import BM25Scorer, Ranker, ScoreIndex, Scorer, ranker
 from nodes.wire import (
     CLASSIC_UDP_SIZE,
@@ -182,8 +183,10 @@ class AuthoritativeServer:
         max_udp_size: int = DEFAULT_EDNS_SIZE,
         name: str = "auth",
         packet_cache: int = 4096,
+        signer: ZoneSigner | None = None,
     ) -> None:
         self.name = name
+        self.signer = signer  # DNSSEC (nodes.dnssec): replies to DO queries get signed
         self.scorer = scorer or BM25Scorer()
         self.option_code = option_code
         self.max_udp_size = max_udp_size
@@ -256,6 +259,11 @@ class AuthoritativeServer:
             kind, reply = "internal_error", _Reply(SERVFAIL)
         counts[kind] += 1
         out = self._fit(view, reply, transport, info)
+        if self.signer is not None and view.opt_udp is not None and view.opt_ttl & 0x8000:
+            limit = (min(max(CLASSIC_UDP_SIZE, view.opt_udp), self.max_udp_size)
+                     if transport == "udp" else MAX_MESSAGE_SIZE)
+            out = self.signer.sign_reply(out, limit)
+            counts["signed"] += 1
         counts["tx_bytes"] += len(out)
         if key is not None and kind != "internal_error":
             if len(self._cache) >= self.packet_cache_size:

@@ -33,6 +33,7 @@ from typing import Literal
 
 from dnslib import QTYPE, RCODE, RR, SRV, A, DNSHeader, DNSQuestion, DNSRecord
 
+from nodes import dnssec
 from nodes.scoring import BM25Scorer, ScoreIndex, Scorer, top_k
 from nodes.trust import TrustPolicy
 from nodes.wire import (
@@ -79,6 +80,8 @@ class ResolverConfig:
     serve_stale: bool = False  # RFC 8767: answer from expired data when upstream fails
     stale_ttl: float = 86_400.0  # how long past expiry data may still be served
     trust: TrustPolicy | None = None  # which zones tools may come from (nodes.trust)
+    dnssec: bool = False  # set DO and validate the chain of delegations (nodes.dnssec)
+    trust_anchor: str = ""  # the root zone's DS record (text) when validating
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +141,7 @@ class DiscoveryResult:
     leaves: list[str] = field(default_factory=list)
     client: tuple[Address, int] | None = None  # stub client (address, query ID) if any
     rejected: int = 0  # tools the trust policy refused
+    bogus: int = 0  # answers that failed DNSSEC validation (and were not used)
 
     @property
     def latency(self) -> float:
@@ -170,6 +174,7 @@ class Ask:
 class Reply:
     msg: DNSRecord | None
     error: str | None = None
+    wire: bytes = b""  # the response bytes (kept when validating DNSSEC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +250,8 @@ class RecursiveResolver:
         self._srv: dict[tuple, _Entry] = {}  # (zone, svc, proto, intent, k) -> [Endpoint]
         self._addr: dict[str, _Entry] = {}  # target -> address
         self._negative: dict[tuple[str, int], _Entry] = {}
+        self._keys: dict[str, _Entry] = {}  # zone -> validated DNSKEY rdataset (DNSSEC)
+        self._ds: dict[str, _Entry] = {}  # zone -> DS records validated in its parent
         self._pending: dict[int, _Pending] = {}
         self._out: list[Outgoing] = []
         self._results: list[DiscoveryResult] = []
@@ -298,7 +305,7 @@ class RecursiveResolver:
             self._malformed(data, src, transport)
             return
         if msg.header.qr:
-            self._on_response(msg, len(data), src, now, transport)
+            self._on_response(msg, len(data), src, now, transport, data)
         else:
             self._on_client_query(msg, src, now, transport)
 
@@ -345,7 +352,10 @@ class RecursiveResolver:
             qid = self.rng.randrange(1, 65536)
         query = DNSRecord(DNSHeader(id=qid, qr=0, rd=0))
         query.add_question(DNSQuestion(ask.qname, ask.qtype))
-        query.add_ar(opt_record(ask.intent, self.config.option_code, self.config.edns_size))
+        opt = opt_record(ask.intent, self.config.option_code, self.config.edns_size)
+        if self.config.dnssec:
+            opt.ttl |= 0x8000  # DO: the servers add RRSIG, DS and DNSKEY records
+        query.add_ar(opt)
         wire = query.pack()
         server = order[attempt % len(order)]
         step = Step(
@@ -376,7 +386,8 @@ class RecursiveResolver:
             self._advance(task, list(task.replies), now)  # type: ignore[arg-type]
 
     def _on_response(
-        self, msg: DNSRecord, size: int, src: Address, now: float, transport: Transport
+        self, msg: DNSRecord, size: int, src: Address, now: float, transport: Transport,
+        data: bytes = b"",
     ) -> None:
         pending = self._pending.get(msg.header.id)
         if pending is None or pending.server != src or pending.transport != transport:
@@ -407,7 +418,8 @@ class RecursiveResolver:
             self.stats[f"upstream_{RCODE[msg.header.rcode].lower()}"] += 1
             self._retry(pending, now, RCODE[msg.header.rcode])
             return
-        self._deliver(pending.task, pending.index, Reply(msg), now)
+        self._deliver(pending.task, pending.index,
+                      Reply(msg, wire=data if self.config.dnssec else b""), now)
 
     def _malformed(self, data: bytes, src: Address, transport: Transport) -> None:
         self.stats["malformed"] += 1
@@ -519,6 +531,48 @@ class RecursiveResolver:
         eligible = [i for i, c in enumerate(children) if service in c.services]
         return [children[i].zone for i in top_k(scores, intent.k, eligible)]
 
+    # ------------------------------------------------------------------ DNSSEC
+
+    def _fetch_keys(self, zones: dict[str, tuple[Address, ...]], result: DiscoveryResult):
+        """One round of DNSKEY queries for zones whose key is not yet validated; each key
+        set must match the DS its parent signed (the trust anchor for the root)."""
+        need = sorted(z for z in zones if self._get(self._keys, z) is None)
+        if not need:
+            return
+        replies = yield [Ask(z, QTYPE.DNSKEY, zones[z], None) for z in need]
+        for zone, reply in zip(need, replies, strict=True):
+            ds = (dnssec.anchor_ds(self.config.trust_anchor) if zone == "." else
+                  self._get(self._ds, zone))
+            if reply.msg is None or not ds:
+                continue  # unreachable, or no validated DS: its answers will be bogus
+            try:
+                keys = dnssec.check_dnskey(reply.wire, zone, ds)  # type: ignore[arg-type]
+            except dnssec.BogusError as exc:
+                self.stats["dnssec_bogus"] += 1
+                result.bogus += 1
+                result.error = f"dnssec: {exc}"
+                continue
+            self._put(self._keys, zone, keys, dnssec.KEY_TTL)
+            if not self.config.cache:  # validation needs the key for this walk at least
+                self._keys[zone] = _Entry(keys, self._now + dnssec.KEY_TTL)
+
+    def _validated(self, reply: Reply, zone: str, result: DiscoveryResult) -> Reply:
+        """The reply if its signatures verify with ``zone``'s validated key (recording the
+        DS of every child it refers to), else a failed reply: a bogus answer is never used."""
+        entry = self._keys.get(zone)
+        try:
+            if entry is None:
+                raise dnssec.BogusError(f"no validated DNSKEY for {zone}")
+            children = dnssec.check_answer(reply.wire, zone, entry.value)
+        except dnssec.BogusError as exc:
+            self.stats["dnssec_bogus"] += 1
+            result.bogus += 1
+            return Reply(None, f"dnssec: bogus ({exc})")
+        self.stats["dnssec_secure"] += 1
+        for child, ds in children.items():
+            self._ds[child] = _Entry(ds, self._now + dnssec.KEY_TTL)
+        return reply
+
     def _is_leaf(self, zone: str, service: str) -> bool:
         parent_zone = zone.split(".", 1)[1] if zone.count(".") > 1 else "."
         children = self._get(self._children, (parent_zone, service)) or []
@@ -611,8 +665,13 @@ class RecursiveResolver:
                 asked.append((zone, bailiwick, width))
             if not asks:
                 break
+            if self.config.dnssec:  # the DNSKEY of every zone asked, checked against its DS
+                yield from self._fetch_keys({b: a.servers for (_, b, _), a in
+                                             zip(asked, asks, strict=True)}, result)
             replies = yield asks
             for (zone, bailiwick, width), reply in zip(asked, replies, strict=True):
+                if self.config.dnssec and reply.msg is not None:
+                    reply = self._validated(reply, bailiwick, result)
                 msg = reply.msg
                 if msg is None:
                     result.error = f"{zone}: {reply.error}"
@@ -667,9 +726,15 @@ class RecursiveResolver:
                 addresses[ep.target] = addr  # type: ignore[assignment]
             elif ep.target not in {n.target for n in need}:
                 need.append(ep)
-        asks = [Ask(ep.target, QTYPE.A, self._servers_for(ep.zone, known)[1], None)
-                for ep in need]
+        where = [self._servers_for(ep.zone, known) for ep in need]
+        asks = [Ask(ep.target, QTYPE.A, servers, None) for ep, (_, servers) in
+                zip(need, where, strict=True)]
+        if asks and self.config.dnssec:
+            yield from self._fetch_keys(dict(where), result)
         replies = (yield asks) if asks else []
+        if self.config.dnssec:
+            replies = [self._validated(r, b, result) if r.msg is not None else r
+                       for r, (b, _) in zip(replies, where, strict=True)]
         for ep, reply in zip(need, replies, strict=True):
             a = [rr for rr in (reply.msg.rr if reply.msg else []) if rr.rtype == QTYPE.A
                  and normalise(rr.rname) == ep.target]

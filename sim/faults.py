@@ -15,7 +15,8 @@ simulation pays the SYN / RST round trip, the live engine closes the listening s
 Times in the scenario are workload time (0 = the first query may leave, after any K = 0
 warming); :meth:`FaultPlan.start` sets where that is in node time.
 
-Selectors name nodes: ``*``, ``zone:Z`` / ``zone:Z#i`` (all replicas of a zone, or the
+Selectors name nodes: ``*``, ``servers`` (every zone server and registry replica),
+``zone:Z`` / ``zone:Z#i`` (all replicas of a zone, or the
 i-th), ``replica:i`` (the i-th replica of every zone), ``role:root|tld|intermediate|leaf``,
 ``org:O`` (the zones of an organisation), ``address:IP``, ``registry`` / ``registry#i``,
 ``resolvers``, ``resolver:i``, ``agents``, ``agent:i``.
@@ -81,6 +82,8 @@ def select(selector: str, nodes: Nodes) -> set[str]:
     out: set[str] = set()
     if name == "*":
         out = nodes.every()
+    elif name == "servers":
+        out = nodes.every() - set(nodes.resolvers) - set(nodes.agents)
     elif kind == "zone":
         zone = value if value.endswith(".") else value + "."
         out = set(nth(nodes.zone_servers.get(zone, [])))
@@ -376,6 +379,11 @@ def fault_report(sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
             entry["extra_latency_ms"] = {"mean": _r(extra.mean()), "median": _q(extra, 0.5),
                                          "p95": _q(extra, 0.95)}
             entry["extra_retries"] = _r((both.retries - both.retries_base).mean())
+            hit = both[both.during_fault]
+            extra = hit.latency_ms - hit.latency_ms_base
+            entry["extra_latency_during_faults_ms"] = {
+                "mean": _r(extra.mean()), "median": _q(extra, 0.5), "p95": _q(extra, 0.95),
+                "p99": _q(extra, 0.99), "max": _r(extra.max())}
             entry["success_drop"] = round(entry["baseline"]["success"] - entry["success"], 6)
         if plan is not None:
             entry["dropped_packets"] = dict(sorted(plan.drops.items()))
@@ -412,7 +420,7 @@ def _recovery(plan: FaultPlan, g: pd.DataFrame, times: pd.Series, streak: int,
         else:
             m["first_packet_after_s"] = max(m["first_packet_after_s"],
                                              r["first_packet_after_s"])
-    return list(merged.values())
+    return sorted(merged.values(), key=lambda m: (m["restart_s"], m["fault"]))
 
 
 def _replica_load(load: pd.DataFrame) -> dict[str, int]:

@@ -35,7 +35,7 @@ from sim.registries import (
     tls_sizes,
 )
 from sim.scenario import Scenario, ScenarioError, SchemeSpec, resolved_yaml
-from sim.trust import trust_policy, trust_report
+from sim.trust import sign_hierarchy, trust_policy, trust_report
 from sim.workload import Job, build_jobs
 from topologies import network as net
 from topologies.namespace import Namespace, from_catalog, inject_rogue, synthetic
@@ -155,12 +155,14 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
     hierarchy = build_hierarchy(ns, replicas=sc.namespace.replicas, scorer=sc.namespace.scorer,
                                 ttls=ttls, max_udp_size=sc.namespace.max_udp_size)
     network = build_network(sc, hierarchy)
+    anchor = sign_hierarchy(hierarchy, sc.seed) if sc.namespace.dnssec else ""
     trust = scheme.trust or sc.trust
     config = ResolverConfig(mode=scheme.mode, beam=scheme.beam, timeout=scheme.timeout,
                             max_attempts=scheme.max_attempts, query_mock=scheme.query_mock,
                             cache=scheme.cache, dns_port=dns_port, selection=scheme.selection,
                             srtt_decay=scheme.srtt_decay, serve_stale=scheme.serve_stale,
-                            stale_ttl=scheme.stale_ttl, trust=trust_policy(trust, ns))
+                            stale_ttl=scheme.stale_ttl, trust=trust_policy(trust, ns),
+                            dnssec=scheme.dnssec, trust_anchor=anchor)
     plan = RunPlan(
         scenario_name=sc.name, scheme=scheme.name, seed=sc.seed, hierarchy=hierarchy,
         resolvers={}, agents={}, agent_order=list(network.agents), role_of=network.role_of,

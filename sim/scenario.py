@@ -85,6 +85,7 @@ class NamespaceSpec(_Model):
     scorer: Literal["bm25", "tfidf", "oracle"] = "bm25"
     max_udp_size: int = Field(1232, ge=512, le=65535)
     rogue: RogueSpec | None = None  # a rogue publisher's look-alike tools
+    dnssec: bool = False  # sign every zone (replies to DO queries carry RRSIG/DS/DNSKEY)
 
     @model_validator(mode="after")
     def _check(self) -> NamespaceSpec:
@@ -162,6 +163,7 @@ class SchemeSpec(_Model):
     stale_ttl: int = Field(86_400, ge=0, description="how long past expiry stale data may "
                            "be served")
     trust: TrustSpec | None = None  # overrides the scenario's trust policy for this scheme
+    dnssec: bool = False  # set DO and validate the chain of trust (needs namespace.dnssec)
 
     @model_validator(mode="after")
     def _resolver_only(self) -> SchemeSpec:
@@ -169,7 +171,7 @@ class SchemeSpec(_Model):
             raise ValueError("replicas: applies to registry schemes; zones take "
                              "namespace.replicas")
         if self.kind != "tooldns":
-            for name in ("serve_stale",):
+            for name in ("serve_stale", "dnssec"):
                 if getattr(self, name):
                     raise ValueError(f"{name}: applies to tooldns schemes only")
         return self
@@ -220,7 +222,7 @@ class CacheSpec(_Model):
 
 
 FaultKind = Literal["down", "slow", "lossy", "delay", "partition"]
-_SELECTOR = (r"^(\*|registry(#\d+)?|resolvers|agents|resolver:\d+|agent:\d+|replica:\d+|"
+_SELECTOR = (r"^(\*|servers|registry(#\d+)?|resolvers|agents|resolver:\d+|agent:\d+|replica:\d+|"
              r"address:[0-9.]+|zone:[a-z0-9._-]+(#\d+)?|org:[a-z0-9-]+(#\d+)?|"
              r"role:(root|tld|intermediate|leaf)(#\d+)?)$")
 
@@ -327,6 +329,14 @@ class Scenario(_Model):
     faults: FaultsSpec | None = None
     outputs: OutputSpec = OutputSpec()
     sweep: SweepSpec | None = None
+
+    @model_validator(mode="after")
+    def _signed(self) -> Scenario:
+        for i, s in enumerate(self.schemes):
+            if s.dnssec and not self.namespace.dnssec:
+                raise ValueError(f"schemes: scheme {i} ({s.name}) validates DNSSEC but the "
+                                 f"zones are not signed (set namespace.dnssec: true)")
+        return self
 
     @field_validator("schemes")
     @classmethod

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from nodes.dnssec import ZoneSigner, trust_anchor
 from nodes.trust import TrustPolicy
+from sim.hierarchy import Hierarchy
 from sim.scenario import ScenarioError, TrustSpec
 from topologies.namespace import Namespace
 
@@ -65,3 +67,12 @@ def trust_report(df: pd.DataFrame, ns: Namespace, policies: dict[str, str]) -> d
                 v["latency_cost_ms"] = round(v["median_latency_ms"]
                                              - base["median_latency_ms"], 6)
     return {"rogue_tools": len(rogue), "schemes": out}
+
+
+def sign_hierarchy(hierarchy: Hierarchy, seed: int | str) -> str:
+    """Sign every zone of a hierarchy (``namespace.dnssec``): each server gets a
+    :class:`nodes.dnssec.ZoneSigner` for its zone; returns the trust anchor (root DS)."""
+    for address, server in hierarchy.servers.items():
+        server.signer = ZoneSigner(str(seed), [hierarchy.zone_of[address]])
+        server._cache.clear()  # replies cached before signing was switched on
+    return trust_anchor(str(seed))

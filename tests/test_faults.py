@@ -42,6 +42,8 @@ def test_selectors_name_the_intended_nodes() -> None:
     assert select("registry#1", NODES) == {"127.0.80.2"}
     assert select("agents", NODES) == {"127.2.0.1", "127.2.0.2"}
     assert "127.0.53.1" in select("*", NODES)
+    assert select("servers", NODES) == select("*", NODES) - {"127.0.53.1", "127.2.0.1",
+                                                             "127.2.0.2"}
     for bad in ("zone:nowhere", "replica:5", "registry#3", "address:1.2.3.4"):
         with pytest.raises(ScenarioError, match="names no node"):
             select(bad, NODES)
