@@ -84,11 +84,12 @@ def _signed_data(rrset: dns.rrset.RRset, sig: RrsigRdata) -> bytes:
     return head + body
 
 
-def sign_rrset(rrset: dns.rrset.RRset, key: Ed25519PrivateKey, signer: str) -> RrsigRdata:
+def sign_rrset(rrset: dns.rrset.RRset, key: Ed25519PrivateKey, signer: str,
+               key_tag: int | None = None) -> RrsigRdata:
     """An RRSIG over ``rrset`` by ``signer``'s key (deterministic: Ed25519)."""
+    tag = key_tag if key_tag is not None else dns.dnssec.key_id(dnskey_of(key))
     sig = RrsigRdata(IN, RRSIG, rrset.rdtype, ED25519, len(rrset.name) - 1, rrset.ttl,
-                     EXPIRATION, INCEPTION, dns.dnssec.key_id(dnskey_of(key)),
-                     dns.name.from_text(signer), b"")
+                     EXPIRATION, INCEPTION, tag, dns.name.from_text(signer), b"")
     return sig.replace(signature=key.sign(_signed_data(rrset, sig)))
 
 
@@ -130,6 +131,7 @@ class ZoneSigner:
         self.zones = sorted((normalise(z) for z in zones), key=len, reverse=True)
         self.keys = {z: zone_key(seed, z) for z in self.zones}
         self.dnskeys = {z: dnskey_of(k) for z, k in self.keys.items()}
+        self.tags = {z: dns.dnssec.key_id(k) for z, k in self.dnskeys.items()}
         self._ds: dict[str, object] = {}
         self.signatures = 0
 
@@ -143,7 +145,7 @@ class ZoneSigner:
     def _rrsig(self, rrset: dns.rrset.RRset, zone: str) -> dns.rrset.RRset:
         self.signatures += 1
         return dns.rrset.from_rdata(rrset.name, rrset.ttl,
-                                    sign_rrset(rrset, self.keys[zone], zone))
+                                    sign_rrset(rrset, self.keys[zone], zone, self.tags[zone]))
 
     def _ds_rrset(self, child: dns.name.Name, ttl: int) -> dns.rrset.RRset:
         text = child.to_text()
