@@ -270,7 +270,8 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
                 env=env)
         try:
             agents.call("start")
-            agents.call(f"origin {time.time()!r}")
+            origin = time.time()
+            agents.call(f"origin {origin!r}")
             agents.call("warm")
             last = max((j.at or 0.0 for j in plan.jobs), default=0.0)
             agents.call(f"replay {time.time() + START_MARGIN!r}",
@@ -290,7 +291,7 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
             with contextlib.suppress(Exception):
                 proc.wait(timeout=5)
         _stop(net, tag)
-    return merge_outputs(plan, pieces)
+    return merge_outputs(plan, pieces, origin)
 
 
 def _stop(net: Any, tag: str) -> None:

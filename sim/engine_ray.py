@@ -85,7 +85,13 @@ def group_nodes(plan: RunPlan, spec: RaySpec) -> list[tuple[str, list[str]]]:
 
 
 _CLASS: Any = None
-_POOL: dict[str, list[Any]] = {}  # Ray job id -> idle actors kept for the next run
+_POOL: dict[str, list[Any]] = {}  # Ray session -> idle actors kept for the next run
+
+
+def _session(ray: Any) -> str:
+    """This Ray connection: job ids restart at every ``ray.init``; node ids do not repeat."""
+    ctx = ray.get_runtime_context()
+    return f"{ctx.get_node_id()}/{ctx.get_job_id()}"
 
 
 def _actor_class(ray: Any) -> Any:
@@ -139,7 +145,7 @@ def actors_for(ray: Any, n: int) -> list[Any]:
     addresses), reused from earlier runs of this Ray session where possible."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    pool = _POOL.setdefault(ray.get_runtime_context().get_job_id(), [])
+    pool = _POOL.setdefault(_session(ray), [])
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     actor = _actor_class(ray)
     while len(pool) < n:
@@ -166,6 +172,6 @@ def run_ray(plan: RunPlan) -> EngineOutput:
     except BaseException:  # an actor in an unknown state is not reused
         for a in actors:
             ray.kill(a)
-        _POOL.pop(ray.get_runtime_context().get_job_id(), None)
+        _POOL.pop(_session(ray), None)
         raise
-    return merge_outputs(plan, pieces)
+    return merge_outputs(plan, pieces, origin)

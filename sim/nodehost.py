@@ -68,6 +68,10 @@ def check_supported(plan: RunPlan, engine: str) -> None:
     if getattr(plan, "registry", None) is not None:
         raise ScenarioError(f"schemes: scheme {plan.scheme!r} is an HTTP-registry scheme; the "
                             f"{engine} engine runs ToolDNS schemes only (use simpy or live)")
+    if getattr(plan, "faults", None) is not None:
+        raise ScenarioError(f"faults: fault schedules run on the simpy and live engines; the "
+                            f"{engine} engine does not apply them (remove faults: or change "
+                            f"the engine)")
 
 
 def split_plan(plan: RunPlan, groups: list[tuple[str, list[str]]],
@@ -112,9 +116,12 @@ class HostOutput:
     server_stats: dict[str, ServerStats] = field(default_factory=dict)
 
 
-def merge_outputs(plan: RunPlan, pieces: list[HostOutput]) -> EngineOutput:
-    """Sum the pieces into one output; copy server counters back into the plan's nodes."""
+def merge_outputs(plan: RunPlan, pieces: list[HostOutput], origin: float = 0.0) -> EngineOutput:
+    """Sum the pieces into one output; copy server counters back into the plan's nodes.
+    ``origin`` is the wall-clock time of node time zero (for aligning captures)."""
     out = EngineOutput()
+    if hasattr(out, "clock_offset"):
+        out.clock_offset = origin
     for piece in pieces:
         p = piece.output
         out.stubs.extend(p.stubs)
