@@ -372,6 +372,9 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     ns = build_namespace(sc)
     jobs = build_jobs(sc, ns, sc.network.agents)
     start_zone(sc, ns)  # fail before running anything
+    if sc.faults is not None and engine not in ("simpy", "live"):
+        raise ScenarioError(f"faults: the {engine} engine does not apply fault schedules yet "
+                            f"(simpy and live do)")
     target_ids = {t.target: t.id for t in ns.tools.values()}
     registry_ids = {k: t.id for t in registry_tools(ns) for k in (t.agentdns_url, t.ans_name)}
     per_service = Counter(t.service for t in ns.tools.values())
