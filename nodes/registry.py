@@ -82,10 +82,8 @@ class _Catalogue:
         if self._index is None:
             self._index = self.scorer.index([t.id for t in self.tools],
                                             [t.description for t in self.tools])
-            self._by_service = {}
-            for i, t in enumerate(self.tools):
-                self._by_service.setdefault(t.service, []).append(i)  # type: ignore[arg-type]
-            self._by_service = {s: np.asarray(v) for s, v in self._by_service.items()}
+            services = np.asarray([t.service for t in self.tools])
+            self._by_service = {s: np.flatnonzero(services == s) for s in set(services)}
         cand = None if service is None else self._by_service.get(service, np.zeros(0, int))
         return [self.tools[i] for i in top_k(self._index.scores(text), k, cand)]
 
