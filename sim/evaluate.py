@@ -28,6 +28,7 @@ of everything scored), scoring time.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import urllib.request
@@ -105,14 +106,35 @@ def openai_transport(url: str, api_key: str | None = None, timeout: float = 60.0
 # ------------------------------------------------------------------------ embeddings cache
 
 
+class DigestStore(dict):
+    """Vectors keyed by the SHA-1 of their text (what the disk cache keeps)."""
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+    def __contains__(self, text: object) -> bool:
+        return super().__contains__(self.key(str(text)))
+
+    def __getitem__(self, text: str) -> np.ndarray:
+        return super().__getitem__(self.key(text))
+
+    def __setitem__(self, text: str, vec: np.ndarray) -> None:
+        super().__setitem__(self.key(text), vec)
+
+
 def disk_cached_encoder(cache_dir: str | Path, encode: Callable | None = None,
                         model: str = MINILM) -> CachedEncoder:
-    """A :class:`CachedEncoder` whose vectors persist in ``cache_dir/<model>.npz``."""
+    """A :class:`CachedEncoder` whose vectors persist in ``cache_dir/<model>.npz``,
+    keyed by the SHA-1 of each text (so the file holds digests and vectors only)."""
     path = Path(cache_dir) / f"{model}.npz"
-    store: dict[str, np.ndarray] = {}
+    store = DigestStore()
     if path.exists():
         data = np.load(path, allow_pickle=False)
-        store = dict(zip(data["texts"].tolist(), data["vectors"], strict=True))
+        keys = (data["keys"].tolist() if "keys" in data.files  # older files held the texts
+                else [DigestStore.key(t) for t in data["texts"].tolist()])
+        for digest, vec in zip(keys, data["vectors"], strict=True):
+            dict.__setitem__(store, digest, vec)
     enc = CachedEncoder(encode or minilm_encoder(), store)  # the model is loaded once
     enc.path = path  # type: ignore[attr-defined]
     enc.saved = len(store)  # type: ignore[attr-defined]
@@ -120,19 +142,20 @@ def disk_cached_encoder(cache_dir: str | Path, encode: Callable | None = None,
 
 
 def save_encoder_cache(enc: CachedEncoder) -> None:
+    """Write a disk-cached encoder's vectors back (atomically) if it learnt new ones."""
     path: Path | None = getattr(enc, "path", None)
     if path is None or len(enc.store) == getattr(enc, "saved", -1):
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    texts = list(enc.store)
-    vectors = np.stack([enc.store[t] for t in texts])
+    keys = list(dict.keys(enc.store))
+    vectors = np.stack([dict.__getitem__(enc.store, k) for k in keys])
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as fh:
-            np.savez(fh, texts=np.array(texts), vectors=vectors)
+            np.savez(fh, keys=np.array(keys), vectors=vectors)
 
     atomic_write(path, write)
-    enc.saved = len(texts)  # type: ignore[attr-defined]
+    enc.saved = len(keys)  # type: ignore[attr-defined]
 
 
 # ------------------------------------------------------------------------ the hierarchy
@@ -601,6 +624,7 @@ class TaxonomySpec(_Spec):
     multi_parent: float = Field(0.0, ge=0.0, le=1.0)
     vectors: Literal["tfidf", "dense"] = "tfidf"
     summary_terms: int = Field(24, ge=1)
+    summary_examples: int = Field(0, ge=0)
 
 
 class LLMSpec(_Spec):
@@ -673,7 +697,8 @@ def build_namespace(spec: EvalScenario, rows: Sequence[Row], queries: Sequence[R
         tax = build_taxonomy(rows, TaxonomyConfig(
             branching=tx.branching, depth=tx.depth, leaf_size=tx.leaf_size,
             min_size=tx.min_size, multi_parent=tx.multi_parent, vectors=tx.vectors,
-            summary_terms=tx.summary_terms, seed=spec.seed), encoder=encoder)
+            summary_terms=tx.summary_terms, summary_examples=tx.summary_examples,
+            seed=spec.seed), encoder=encoder)
     ns = tax.namespace(rows, queries, origin=f"{spec.name}:{tx.kind}")
     return ns, balance_stats(ns)
 

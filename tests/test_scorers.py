@@ -153,3 +153,17 @@ def test_llm_scorer_tolerates_a_malformed_reply() -> None:
 
 def test_registry_names() -> None:
     assert {"bm25", "tfidf", "oracle", "dense", "maxsim", "llm"} <= set(SCORERS)
+
+
+def test_disk_cached_encoder_persists_vectors_by_digest(tmp_path) -> None:
+    from sim.evaluate import disk_cached_encoder, save_encoder_cache
+
+    enc = bag_encoder()
+    first = disk_cached_encoder(tmp_path, enc, model="toy")
+    a = first(["red apple", "blue sky"])
+    save_encoder_cache(first)
+    again = disk_cached_encoder(tmp_path, enc, model="toy")
+    b = again(["blue sky", "red apple"])
+    assert enc.calls == [2]  # type: ignore[attr-defined]  # the second came from disk
+    assert np.allclose(a[::-1], b)
+    assert "red apple" in again.store and "green" not in again.store

@@ -6,9 +6,10 @@ split into ``min(branching, ⌈n / leaf_size⌉)`` clusters by k-means over TF-I
 sentence-embedding vectors, then rebalanced by a capacity-capped greedy assignment
 (no cluster above ``slack · n / k``); clusters under ``min_size`` are merged into their
 nearest sibling. Each node is labelled with a DNS-safe label and summarised by its most
-distinctive terms (class TF-IDF against its parent). With ``multi_parent`` > 0 a tool whose
-second-best top-level cluster is nearly as close (similarity ≥ ratio × best) is placed in
-both (A2X's cross-domain assignment).
+distinctive terms (class TF-IDF against its parent), optionally followed by the
+descriptions of its most central tools (``summary_examples``). With ``multi_parent`` > 0
+a tool whose second-best top-level cluster is nearly as close (similarity ≥ ratio × best)
+is placed in both (A2X's cross-domain assignment).
 
 :func:`from_categories` builds the tree from the catalogue's own categories, optionally
 merging categories smaller than ``min_size`` (into ``other`` under their parent).
@@ -48,6 +49,7 @@ class TaxonomyConfig:
     vectors: Literal["tfidf", "dense"] = "tfidf"
     lsa_dims: int = 128
     summary_terms: int = 10
+    summary_examples: int = 0  # also quote the descriptions of the m most central tools
     seed: int = 0
 
 
@@ -98,6 +100,7 @@ class _Builder:
                  encoder: Callable[[Sequence[str]], np.ndarray] | None) -> None:
         self.cfg = config
         texts = [_text(r) for r in rows]
+        self.texts = texts
         self.tfidf = TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None,
                                      sublinear_tf=True, min_df=2 if len(rows) > 50 else 1)
         self.terms_matrix = self.tfidf.fit_transform(texts).tocsr()
@@ -178,7 +181,13 @@ class _Builder:
                 label = f"c{len(used) + 1}"
             used.add(label)
             path = (*prefix, label)
-            self.summaries[path] = " ".join(dict.fromkeys([label.replace("-", " "), *terms]))
+            summary = " ".join(dict.fromkeys([label.replace("-", " "), *terms]))
+            if self.cfg.summary_examples:
+                x = self.vectors[group]
+                central = group[np.argsort(-(x @ x.mean(axis=0)), kind="stable")]
+                quotes = [self.texts[i][:160] for i in central[: self.cfg.summary_examples]]
+                summary += ". " + "; ".join(quotes)
+            self.summaries[path] = summary
             self.build(group, path, depth + 1)
 
 
