@@ -80,7 +80,9 @@ MALFORMED = [
     ("trust-org-without-org", "name: x\ntrust: {policy: org}\n", "trust.org",
      "needed when policy is 'org'"),
     ("duplicate-key", "name: x\nseed: 1\nseed: 2\n", "line 3", "duplicate key 'seed'"),
-    ("engine-ray", "name: x\nengine: ray\n", "engine", "'simpy' or 'live'"),
+    ("engine-unknown", "name: x\nengine: ns3\n", "engine", "'ray' or 'mininet'"),
+    ("ray-placement", "name: x\nengine_options: {ray: {placement: zone}}\n",
+     "engine_options.ray.placement", "'level', 'org' or 'count'"),
     ("name-with-spaces", "name: my scenario\n", "name", "pattern"),
     ("sweep-grid-empty", "name: x\nsweep: {grid: {}}\n", "sweep.grid", "empty"),
     ("sweep-grid-no-values", "name: x\nsweep: {grid: {namespace.depth: []}}\n", "sweep.grid",
@@ -311,7 +313,7 @@ def test_with_overrides_rejects_unknown_fields(dotted: str) -> None:
 @pytest.mark.parametrize(("dotted", "value"), [("namespace.branching", 0),
                                                ("schemes.0.mode", "magic"),
                                                ("network.link.loss", 1.5),
-                                               ("engine", "ray")])
+                                               ("engine", "ns3")])
 def test_with_overrides_rejects_invalid_values(dotted: str, value: object) -> None:
     with pytest.raises(ValidationError):
         Scenario(name="x").with_overrides({dotted: value})
