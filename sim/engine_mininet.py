@@ -156,8 +156,12 @@ class _Agents:
         for name, proc in self.procs.items():
             line = command if isinstance(command, str) else command[name]
             assert proc.stdin is not None
-            proc.stdin.write((line + "\n").encode())
-            proc.stdin.flush()
+            try:
+                proc.stdin.write((line + "\n").encode())
+                proc.stdin.flush()
+            except OSError:  # a broken pipe: the agent is gone
+                raise RuntimeError(f"mininet host {name}: no answer to {command!r} (agent "
+                                   f"exited with status {proc.poll()})") from None
         answers = {}
         deadline = time.monotonic() + timeout
         for name, proc in self.procs.items():

@@ -136,3 +136,23 @@ def test_capture_on_host_interfaces(mininet_ok, tmp_path: Path) -> None:  # type
     # every packet crossing a wire is seen leaving one host and entering another
     assert len(dns) % 2 == 0
     assert not _leftovers()
+
+
+@pytest.mark.mininet
+def test_a_failing_run_leaves_nothing_behind(mininet_ok,  # type: ignore[no-untyped-def]
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    import sys
+
+    # every host agent dies before answering "start" (its interpreter is `false`)
+    monkeypatch.setattr(sys, "executable", shutil.which("false"))
+    sc = small(**{"schemes": [{"name": "tooldns", "k": 3}], "workload.queries": 2,
+                  "network.processing.model": "fixed"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NetemWarning)
+        with pytest.raises(RuntimeError, match=r"mininet host h\d+: no answer to 'start'"):
+            run_scenario(sc, engine="mininet", write=False, live_port=53)
+    assert not _leftovers()
+    tag = f"mn{os.getpid() % 1000:03d}"
+    shells = subprocess.run(["pgrep", "-f", f"mininet:{tag}"], capture_output=True, text=True)
+    assert shells.stdout.strip() == ""  # the hosts' shells are gone with their namespaces
