@@ -458,6 +458,10 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
             from analysis.plots import standard_plots
 
             standard_plots(df, out)
+            if "faults" in summary:
+                from analysis.faults import success_over_time
+
+                success_over_time(summary, out)
     return RunResult(df, load_df, summary_for_console, out if write else None)
 
 

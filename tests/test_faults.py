@@ -240,8 +240,9 @@ def _check_outage(result) -> None:
 
 
 def test_outage_on_simpy_is_deterministic(tmp_path: Path) -> None:
-    a = run_scenario(outage(), out_dir=tmp_path / "a")
+    a = run_scenario(outage(**{"outputs.plots": True}), out_dir=tmp_path / "a")
     _check_outage(a)
+    assert (tmp_path / "a" / "success_over_time.png").stat().st_size > 0
     run_scenario(outage(), out_dir=tmp_path / "b")
     assert (tmp_path / "a" / "results.csv").read_bytes() == \
         (tmp_path / "b" / "results.csv").read_bytes()
