@@ -15,6 +15,8 @@ Writes into ``--out``:
   expected share of a leaf offering the query's service — servers score only those — for
   the generator's 40/10/30/20 % service mix), plus the 2-level reduction on 3×10⁴
   synthetic tools and on the real catalogue (paper: 95.26 %);
+* a routing diagnostic: recall@10 of the leaf ranking if the walk always reached the
+  ground truth's leaf, and how often the first step picks the right top-level zone;
 * ``bench.json`` — everything above in one file.
 
 Without ``../shared/data/tools`` only the synthetic parts run. Sentence embeddings are
@@ -39,11 +41,12 @@ from sim.evaluate import (
     EvalScenario,
     InProcessHierarchy,
     build_namespace,
+    disk_cached_encoder,
     load_dataset,
     run_eval,
     sample_queries,
 )
-from topologies.namespace import synthetic
+from topologies.namespace import TLD, synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "tools" / "catalog.jsonl"
@@ -97,6 +100,30 @@ def catalogue_reduction(spec: EvalScenario, sample: int) -> dict:
             / len(rows), "balance": balance}
 
 
+def routing_diagnostic(spec: EvalScenario, sample: int) -> dict:
+    """Where the walk loses: leaf ranking with perfect routing vs level-1 routing accuracy."""
+    rows, queries = load_dataset(spec)
+    ns, _ = build_namespace(spec, rows, queries)
+    qs = sample_queries(ns.queries, sample, spec.seed)
+    out = {}
+    for name in ("bm25", "dense"):
+        scorer = (make_scorer(name, encoder=disk_cached_encoder(spec.cache_dir))
+                  if name == "dense" else make_scorer(name))
+        hier = InProcessHierarchy(ns, scorer)
+        recall = routed = 0.0
+        for q in qs:
+            leaf = ns.tools[q.truth[0]].zone
+            rank, ids, _, _ = hier.leaf(leaf, q.service)
+            got = {ids[i] for i in rank(q.text, 10)}
+            recall += len(set(q.truth) & got) / len(q.truth)
+            r, kids, eligible, _ = hier.children(TLD, q.service)
+            routed += kids[r(q.text, 1, eligible)[0]] == ns.path(leaf)[1]
+        out[name] = {"oracle_leaf_recall10": recall / len(qs),
+                     "level1_routing_correct": routed / len(qs)}
+        print(f"routing diagnostic {name}: {out[name]}", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=1000, help="queries per method")
@@ -146,6 +173,9 @@ def main() -> None:
                                                 "taxonomy": trees[kind]})
             report[f"reduction-{kind}"] = red = catalogue_reduction(spec, args.sample)
             print(kind, red["reduction_1level"], red["reduction_2level"], flush=True)
+        spec = EvalScenario.model_validate({**base, "name": "routing",
+                                            "taxonomy": trees["cluster-b16-d2"]})
+        report["routing-cluster-b16-d2"] = routing_diagnostic(spec, args.sample)
     sizes = [n for n in (1_000, 3_000, 10_000, 30_000, 100_000, 300_000) if n <= args.max_n]
     sweep = search_space_sweep(sizes, [1, 2, 3, 4])
     sweep["measured"] = True
