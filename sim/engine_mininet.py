@@ -259,7 +259,7 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
             if spec.pcap_dir:
                 Path(spec.pcap_dir).mkdir(parents=True, exist_ok=True)
                 pcaps.append(host.popen(
-                    ["tcpdump", "-i", intf, "-U", "-n", "-w",
+                    ["tcpdump", "-i", intf, "-U", "--immediate-mode", "-n", "-w",
                      str(Path(spec.pcap_dir) / f"{name}.pcap"), "udp or tcp"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         if pcaps:
@@ -290,6 +290,8 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
                                     for name, _, _ in groups]
     finally:
         agents.stop()
+        if pcaps:
+            time.sleep(0.2)  # the last packets reach tcpdump's file before it is stopped
         for proc in pcaps:
             proc.terminate()
             with contextlib.suppress(Exception):
