@@ -110,16 +110,19 @@ def routing_diagnostic(spec: EvalScenario, sample: int) -> dict:
         scorer = (make_scorer(name, encoder=disk_cached_encoder(spec.cache_dir))
                   if name == "dense" else make_scorer(name))
         hier = InProcessHierarchy(ns, scorer)
-        recall = routed = 0.0
+        recall = routed = top8 = 0.0
         for q in qs:
             leaf = ns.tools[q.truth[0]].zone
             rank, ids, _, _ = hier.leaf(leaf, q.service)
             got = {ids[i] for i in rank(q.text, 10)}
             recall += len(set(q.truth) & got) / len(q.truth)
             r, kids, eligible, _ = hier.children(TLD, q.service)
-            routed += kids[r(q.text, 1, eligible)[0]] == ns.path(leaf)[1]
+            order = [kids[i] for i in r(q.text, 0, eligible)]
+            routed += order[0] == ns.path(leaf)[1]
+            top8 += ns.path(leaf)[1] in order[:8]
         out[name] = {"oracle_leaf_recall10": recall / len(qs),
-                     "level1_routing_correct": routed / len(qs)}
+                     "level1_routing_correct": routed / len(qs),
+                     "level1_truth_in_top8": top8 / len(qs)}
         print(f"routing diagnostic {name}: {out[name]}", flush=True)
     return out
 
