@@ -34,6 +34,28 @@ from sim.workload import Job
 DRAIN_TIMEOUT = 30.0  # seconds to wait for stragglers after the last scheduled query
 
 
+async def replay(plan: RunPlan, ask: Callable[[Job], None],
+                 finished: dict[int, asyncio.Future], start: float) -> None:
+    """Replay the workload: each agent's jobs in turn (closed loop; ``finished[job]`` is
+    resolved when a job is done) or each at ``start + job.at`` loop time, then wait."""
+    loop = asyncio.get_running_loop()
+    if plan.closed_loop:
+        async def agent_loop(jobs: list[Job]) -> None:
+            for job in jobs:
+                ask(job)
+                await finished[job.index]
+                if job.think:
+                    await asyncio.sleep(job.think)
+
+        await asyncio.gather(*(agent_loop([j for j in plan.jobs if j.agent == a])
+                               for a in range(len(plan.agent_order))))
+    else:
+        for job in plan.jobs:
+            call_precisely(start + job.at - loop.time(), ask, job)
+        last = max((j.at for j in plan.jobs), default=0.0)
+        await asyncio.wait(list(finished.values()), timeout=last + DRAIN_TIMEOUT)
+
+
 def run_live(plan: RunPlan) -> EngineOutput:
     return asyncio.run(_run_http(plan) if plan.registry is not None else _run(plan))
 
@@ -102,21 +124,7 @@ async def _run(plan: RunPlan) -> EngineOutput:
             plan.agents[ip].ask(job, plan.requests[job.index], now)
             endpoint.pump()
 
-        if plan.closed_loop:
-            async def agent_loop(jobs: list[Job]) -> None:
-                for job in jobs:
-                    ask(job)
-                    await finished[job.index]
-                    if job.think:
-                        await asyncio.sleep(job.think)
-
-            await asyncio.gather(*(agent_loop([j for j in plan.jobs if j.agent == a])
-                                   for a in range(len(plan.agent_order))))
-        else:
-            for job in plan.jobs:
-                call_precisely(origin + t0 + job.at - loop.time(), ask, job)
-            last = max((j.at for j in plan.jobs), default=0.0)
-            await asyncio.wait(list(finished.values()), timeout=last + DRAIN_TIMEOUT)
+        await replay(plan, ask, finished, origin + t0)
         out.end_time = loop.time() - origin
         for ip in resolvers:  # walks that finished after their stub answer went out
             out.add_walks(plan.resolvers[ip].pop_results())
@@ -341,21 +349,7 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
                         loop.call_at(origin + end, restart, host)
         for job in plan.jobs:
             finished[job.index] = loop.create_future()
-        if plan.closed_loop:
-            async def agent_loop(jobs: list[Job]) -> None:
-                for job in jobs:
-                    ask(job)
-                    await finished[job.index]
-                    if job.think:
-                        await asyncio.sleep(job.think)
-
-            await asyncio.gather(*(agent_loop([j for j in plan.jobs if j.agent == a])
-                                   for a in range(len(plan.agent_order))))
-        else:
-            for job in plan.jobs:
-                call_precisely(origin + job.at - loop.time(), ask, job)
-            last = max((j.at for j in plan.jobs), default=0.0)
-            await asyncio.wait(list(finished.values()), timeout=last + DRAIN_TIMEOUT)
+        await replay(plan, ask, finished, origin)
         out.end_time = now()
     finally:
         for writer in writers.values():

@@ -9,7 +9,7 @@ are simpy timeouts. Same scenario and seed → the same event order → identica
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from time import perf_counter
 
 import numpy as np
@@ -22,6 +22,26 @@ from sim.workload import Job
 
 SYN_RTO = 1.0  # Linux initial retransmission timeout for SYN (RFC 6298 §2.1)
 TCP_GIVE_UP = 60.0  # seconds of retransmissions after which a connection is dead (faults)
+
+
+def replay(env: simpy.Environment, plan: RunPlan, ask: Callable[[Job], None],
+           done_events: dict[int, simpy.Event], t0: float) -> None:
+    """Schedule the workload: each agent's jobs one after another (closed loop; the
+    engine succeeds ``done_events[job]`` when a job finishes) or at their times from t0."""
+    if plan.closed_loop:
+        def agent_loop(jobs: list[Job]) -> Iterator[simpy.Event]:
+            for job in jobs:
+                done = done_events[job.index] = env.event()
+                ask(job)
+                yield done
+                if job.think:
+                    yield env.timeout(job.think)
+
+        for a in range(len(plan.agent_order)):
+            env.process(agent_loop([j for j in plan.jobs if j.agent == a]))
+    else:
+        for job in plan.jobs:
+            env.timeout(t0 + job.at - env.now).callbacks.append(lambda _e, job=job: ask(job))
 
 
 def run_simpy(plan: RunPlan) -> EngineOutput:
@@ -161,20 +181,7 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
         else:
             env.timeout(start + plan.agent_time - env.now).callbacks.append(go)
 
-    if plan.closed_loop:
-        def agent_loop(jobs: list[Job]) -> Iterator[simpy.Event]:
-            for job in jobs:
-                done = done_events[job.index] = env.event()
-                ask(job)
-                yield done
-                if job.think:
-                    yield env.timeout(job.think)
-
-        for a in range(len(plan.agent_order)):
-            env.process(agent_loop([j for j in plan.jobs if j.agent == a]))
-    else:
-        for job in plan.jobs:
-            env.timeout(t0 + job.at - env.now).callbacks.append(lambda _e, job=job: ask(job))
+    replay(env, plan, ask, done_events, t0)
     env.run()
     out.end_time = env.now
     return out
@@ -332,20 +339,7 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
         plan.agents[ip].ask(job, plan.requests[job.index], env.now)
         pump(ip)
 
-    if plan.closed_loop:
-        def agent_loop(jobs: list[Job]) -> Iterator[simpy.Event]:
-            for job in jobs:
-                done = done_events[job.index] = env.event()
-                ask(job)
-                yield done
-                if job.think:
-                    yield env.timeout(job.think)
-
-        for a in range(len(plan.agent_order)):
-            env.process(agent_loop([j for j in plan.jobs if j.agent == a]))
-    else:
-        for job in plan.jobs:
-            later(job.at, ask, job)
+    replay(env, plan, ask, done_events, 0.0)
     env.run()
     out.end_time = env.now
     return out
