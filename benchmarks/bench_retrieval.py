@@ -17,6 +17,11 @@ Writes into ``--out``:
   synthetic tools and on the real catalogue (paper: 95.26 %);
 * a routing diagnostic: recall@10 of the leaf ranking if the walk always reached the
   ground truth's leaf, and how often the first step picks the right top-level zone;
+* ``variants/<tree>/`` — routing variants on the clustered tree (TF-IDF- or
+  dense-clustered; zones scored by summary, summary with central tools' descriptions, or
+  N representative tools by MaxSim), each walked top-1, with the resolver's beam
+  (round-robin or score-ordered merge), A2X get_important and a level-wise global beam;
+  ``variants.csv`` has recall@10 and C(q) % of the pool for all;
 * ``bench.json`` — everything above in one file.
 
 Without ``../shared/data/tools`` only the synthetic parts run. Sentence embeddings are
@@ -127,12 +132,42 @@ def routing_diagnostic(spec: EvalScenario, sample: int) -> dict:
     return out
 
 
+VARIANT_TREES: dict[str, dict] = {  # taxonomy overrides of the clustered b=16 d=2 tree
+    "tfidf-summary": {}, "tfidf-reps8": {"representatives": 8},
+    "dense-summary": {"vectors": "dense"},
+    "dense-reps1": {"vectors": "dense", "representatives": 1},
+    "dense-reps8": {"vectors": "dense", "representatives": 8},
+    "dense-examples3": {"vectors": "dense", "summary_examples": 3}}
+VARIANT_METHODS = (
+    "flat:dense", "tooldns:dense", "tooldns:dense:8", "tooldns:dense:8:score",
+    "a2x:dense:get_important", "tooldns:dense:6:global", "tooldns:dense:7:global")
+
+
+def routing_variants(base: dict, tree: dict, out: Path) -> pd.DataFrame:
+    """Recall@10 vs C(q) for every routing variant (see the module docstring)."""
+    frames = []
+    for name, overrides in VARIANT_TREES.items():
+        spec = EvalScenario.model_validate({
+            **base, "name": f"variant-{name}", "methods": VARIANT_METHODS, "plots": False,
+            "taxonomy": {**tree, **overrides}})
+        res = run_eval(spec, out / "variants" / name,
+                       progress=lambda m, n=name: print(f"[{n}] {m}", flush=True))
+        summary = res["summary"][["method", "recall_k", "examined", "examined_frac"]].copy()
+        summary.insert(0, "tree", name)
+        frames.append(summary)
+    table = pd.concat(frames, ignore_index=True)
+    atomic_write(out / "variants.csv", lambda tmp: table.to_csv(tmp, index=False))
+    return table
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=1000, help="queries per method")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench-retrieval"))
     ap.add_argument("--max-n", type=int, default=1_000_000)
     ap.add_argument("--skip-methods", action="store_true")
+    ap.add_argument("--only-variants", action="store_true",
+                    help="run the routing variants only (variants.csv)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -147,6 +182,9 @@ def main() -> None:
         "cluster-b16-d2": {"kind": "cluster", "branching": 16, "depth": 2,
                            "leaf_size": 40, "summary_terms": 24},
     }
+    if SHARED.exists() and args.only_variants:
+        routing_variants(base, trees["cluster-b16-d2"], out)
+        return
     if SHARED.exists() and args.skip_methods:  # keep the method results of an earlier run
         for name in ("methods-categories", "methods-cluster-b16-d2", "beams"):
             if (out / name / "summary.json").exists():
@@ -170,6 +208,8 @@ def main() -> None:
         per_query = pd.read_csv(out / "beams" / "per_query.csv")
         recall_vs_examined(per_query, out / "beams.png")
         report["beams"] = json.loads(res["summary"].to_json(orient="records"))
+        variants = routing_variants(base, trees["cluster-b16-d2"], out)
+        report["variants"] = json.loads(variants.to_json(orient="records"))
     if SHARED.exists():
         for kind in ("categories", "cluster-b16-d2"):
             spec = EvalScenario.model_validate({**base, "name": "reduction",

@@ -43,7 +43,7 @@ from nodes.codec import (
     view_from_dnslib,
 )
 from nodes.dnssec import ZoneSigner
-from nodes.scoring import BM25Scorer, Ranker, ScoreIndex, Scorer, ranker
+from nodes.scoring import BM25Scorer, Ranker, ScoreIndex, Scorer, group_max_index, ranker
 from nodes.wire import (
     CLASSIC_UDP_SIZE,
     DEFAULT_EDNS_SIZE,
@@ -356,7 +356,7 @@ class AuthoritativeServer:
             return self._tools_answer(state, service, proto, text, k)
         if state.child_rank is None:
             kids = state.data.children
-            state.child_index = self.scorer.index([c.zone for c in kids], [c.summary for c in kids])
+            state.child_index = child_index(self.scorer, kids)
             state.child_rank = ranker(state.child_index)
         eligible = state.eligible.get(service)
         if eligible is None:
@@ -497,6 +497,15 @@ class AuthoritativeServer:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def child_index(scorer: Scorer, kids: Sequence[Delegation]) -> ScoreIndex:
+    """How a parent scores its children: by summary, or, when any child carries
+    representatives, by the best-scoring representative of each (its summary if it has none)."""
+    keys = [c.zone for c in kids]
+    if any(c.representatives for c in kids):
+        return group_max_index(scorer, keys, [c.representatives or (c.summary,) for c in kids])
+    return scorer.index(keys, [c.summary for c in kids])
 
 
 def _delegation_for(state: _ZoneState, name: str) -> Delegation | None:

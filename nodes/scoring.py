@@ -360,6 +360,31 @@ class MaxSimScorer:
         return _MaxSimIndex(self.encoder(pieces), np.asarray(owner), len(texts), self.encoder)
 
 
+class _GroupMaxIndex:
+    def __init__(self, inner: ScoreIndex, owner: np.ndarray, n: int) -> None:
+        self._inner = inner
+        self._owner = owner
+        self._n = n
+
+    def scores(self, intent: str) -> np.ndarray:
+        out = np.full(self._n, -np.inf)
+        np.maximum.at(out, self._owner, np.asarray(self._inner.scores(intent), dtype=float))
+        return out
+
+
+def group_max_index(scorer: Scorer, keys: Sequence[str],
+                    groups: Sequence[Sequence[str]]) -> ScoreIndex:
+    """Score item ``i`` by the best of its texts ``groups[i]`` (MaxSim over several
+    representatives per item; how a parent scores children by their representative tools).
+
+    Every text is one item examined; an empty group falls back to score ``-inf``."""
+    texts = [t for g in groups for t in g]
+    owner = np.asarray([i for i, g in enumerate(groups) for _ in g], dtype=int)
+    if not texts:
+        return _ZeroIndex(len(keys))
+    return _GroupMaxIndex(scorer.index([keys[i] for i in owner], texts), owner, len(keys))
+
+
 # -------------------------------------------------------------------- LLM ranking
 
 #: ``chat(request_body) -> response_body``: one OpenAI ``/chat/completions`` exchange.

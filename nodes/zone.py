@@ -30,6 +30,9 @@ class Delegation:
     services: frozenset[str]
     org: str | None = None  # certified organisation owning this logical subdomain
     leaf: bool = False  # the child holds tools rather than further delegations
+    # texts of representative tools below the child; when any child has some, the parent
+    # scores each child by its best representative (MaxSim) instead of by its summary
+    representatives: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

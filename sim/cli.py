@@ -259,7 +259,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                             "queries": args.queries, "sample": args.sample,
                             "test_fraction": args.test_fraction},
                 "taxonomy": {"kind": args.taxonomy, "branching": args.branching,
-                             "depth": args.depth, "leaf_size": args.leaf_size},
+                             "depth": args.depth, "leaf_size": args.leaf_size,
+                             "representatives": args.representatives},
                 "methods": args.methods.split(",") if args.methods else DEFAULT_METHODS,
                 "k": args.k, "llm": {"url": args.llm_url, "model": args.llm_model},
                 "cache_dir": args.cache_dir})
@@ -344,8 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", help="evaluation file (see sim/evaluate.py EvalScenario)")
     p.add_argument("--catalog", help="catalogue JSONL (format of shared/data/tools)")
     p.add_argument("--queries", help="queries JSONL (default: beside the catalogue)")
-    p.add_argument("--methods", help="comma-separated: flat:S, context, tooldns:S[:B], "
-                   "a2x:S:get_one|get_important|get_all, grail (S: bm25 tfidf dense maxsim llm)")
+    p.add_argument("--methods", help="comma-separated: flat:S, context, "
+                   "tooldns:S[:B[:score|global]], a2x:S:get_one|get_important|get_all, "
+                   "grail (S: bm25 tfidf dense maxsim llm)")
     p.add_argument("--out", help="output directory (default results/<name>)")
     p.add_argument("-k", "--k", type=int, default=10, help="K of hit@K and recall@K")
     p.add_argument("--sample", type=int, help="evaluate a seeded sample of this many queries")
@@ -354,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--branching", type=int, default=16, help="cluster: branching factor")
     p.add_argument("--depth", type=int, default=2, help="cluster: depth")
     p.add_argument("--leaf-size", type=int, default=40, help="cluster: A2X leaf cap")
+    p.add_argument("--representatives", type=int, default=0,
+                   help="route by each zone's N representative tools (MaxSim) instead of "
+                   "its summary; each one scored counts as an item examined")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--llm-url", help="OpenAI-compatible endpoint for the llm scorer/context")
     p.add_argument("--llm-model", default="default")

@@ -10,7 +10,12 @@ Methods (``--methods``; ``SCORER`` is one of ``bm25 tfidf dense maxsim llm``):
   summary, leaf tools by ``name description``, only children offering the service; the
   same ``ranker``) and the resolver's beam split and round-robin merge, so the answers
   are the ones the DNS walk returns (``tests/test_eval.py`` checks that against a
-  resolver walking servers in memory).
+  resolver walking servers in memory). ``tooldns:SCORER:B:score`` merges the reached
+  leaves' lists by the tools' scores instead (evaluator only: no scores reach the
+  resolver). With ``taxonomy.representatives`` N > 0 every zone carries N representative
+  tools (k-means medoids of its subtree) and parents score a child by its best
+  representative (MaxSim), as ``nodes.authoritative`` does with ``Delegation.representatives``;
+  every representative scored counts in C(q).
 * ``a2x:SCORER:POLICY`` — A2X progressive multi-branch descent: at every node the
   children are scored and ``get_one`` (the best), ``get_important`` (min-max normalised
   score ≥ 0.7, at most 3) or ``get_all`` (normalised score ≥ 0.4) are all descended into;
@@ -49,10 +54,12 @@ from nodes.scoring import (
     ChatTransport,
     LLMScorer,
     Ranker,
+    ScoreIndex,
     Scorer,
     approx_tokens,
     default_encoder,
     facets,
+    group_max_index,
     make_scorer,
     minilm_encoder,
     ranker,
@@ -70,7 +77,13 @@ from topologies.datasets import (
     synthetic_catalog,
 )
 from topologies.namespace import TLD, Namespace, Query
-from topologies.taxonomy import TaxonomyConfig, balance_stats, build_taxonomy, from_categories
+from topologies.taxonomy import (
+    TaxonomyConfig,
+    add_representatives,
+    balance_stats,
+    build_taxonomy,
+    from_categories,
+)
 
 POLICIES = ("get_one", "get_important", "get_all")
 DEFAULT_METHODS = (
@@ -187,7 +200,12 @@ class InProcessHierarchy:
         entry = self._children.get(zone)
         if entry is None:
             kids = self.ns.zones[zone].children
-            index = self.scorer.index(kids, [self.ns.zones[c].summary for c in kids])
+            nodes = [self.ns.zones[c] for c in kids]
+            if any(n.representatives for n in nodes):  # as nodes.authoritative.child_index
+                index = group_max_index(self.scorer, kids,
+                                        [n.representatives or [n.summary] for n in nodes])
+            else:
+                index = self.scorer.index(kids, [n.summary for n in nodes])
             entry = self._children[zone] = (ranker(index), kids, index)
         eligible = self._eligible.get((zone, service))
         if eligible is None:
@@ -196,8 +214,15 @@ class InProcessHierarchy:
         return entry[0], entry[1], eligible, entry[2]
 
     def summary_tokens(self, zone: str, idx: Sequence[int]) -> int:
-        kids = self.ns.zones[zone].children
-        return sum(approx_tokens(self.ns.zones[kids[i]].summary) for i in idx)
+        """Tokens of what scoring children ``idx`` of ``zone`` reads (summaries or reps)."""
+        kids = [self.ns.zones[self.ns.zones[zone].children[i]] for i in idx]
+        return sum(sum(approx_tokens(t) for t in (n.representatives or [n.summary]))
+                   for n in kids)
+
+    def child_items(self, zone: str, idx: Sequence[int]) -> int:
+        """Items examined scoring children ``idx`` of ``zone``: one per summary or rep."""
+        kids = [self.ns.zones[self.ns.zones[zone].children[i]] for i in idx]
+        return sum(len(n.representatives) or 1 for n in kids)
 
     def leaf(self, zone: str, service: str) -> tuple[Ranker, list[str], object, int]:
         entry = self._tools.get((zone, service))
@@ -215,10 +240,14 @@ class InProcessHierarchy:
         return not self.ns.zones[zone].children
 
     def walk(self, intent: str, service: str, k: int, beam: int = 1,
-             start: str = TLD) -> Ranked:
-        """The resolver's Algorithm 1 with beam ``beam`` (see ``nodes.resolver``)."""
+             start: str = TLD, merge: str = "rr") -> Ranked:
+        """The resolver's Algorithm 1 with beam ``beam`` (see ``nodes.resolver``).
+
+        ``merge="score"`` (evaluator only: the resolver sees no scores) merges the leaves'
+        lists by the tools' scores instead of round-robin."""
         branches = [(start, max(1, beam))]
         results: dict[str, list[str]] = {}
+        scored: dict[str, list[float]] = {}
         order: list[str] = []
         examined = tools_examined = 0
         tokens = 0
@@ -229,6 +258,9 @@ class InProcessHierarchy:
                     rank, ids, _, tok = self.leaf(zone, service)
                     chosen = rank(intent, k) if ids else []
                     results[zone] = [ids[i] for i in chosen]
+                    if merge == "score" and chosen:
+                        sc = np.asarray(self.leaf_index(zone, service).scores(intent))
+                        scored[zone] = [float(sc[i]) for i in chosen]
                     order.append(zone)
                     examined += len(ids)
                     tools_examined += len(ids)
@@ -236,13 +268,53 @@ class InProcessHierarchy:
                     continue
                 rank, kids, eligible, _ = self.children(zone, service)
                 chosen = rank(intent, k, eligible) if eligible else []
-                examined += len(eligible)
+                examined += self.child_items(zone, eligible)
                 tokens += self.summary_tokens(zone, eligible) + approx_tokens(intent)
                 picked = [kids[i] for i in chosen][:width]
                 nxt += [(c, width // len(picked) + int(i < width % len(picked)))
                         for i, c in enumerate(picked)]
             branches = nxt
-        return Ranked(_merge(results, order, k), examined, tools_examined, tokens, order)
+        merged = (_score_merge(results, scored, order, k) if merge == "score"
+                  else _merge(results, order, k))
+        return Ranked(merged, examined, tools_examined, tokens, order)
+
+    def global_walk(self, intent: str, service: str, k: int, beam: int) -> Ranked:
+        """Level-wise global beam (evaluator only: it compares scores across servers): at
+        every level the children of all frontier zones are scored and the best ``beam``
+        overall are kept; the reached leaves' tools are merged by score."""
+        frontier = [TLD]
+        results: dict[str, list[str]] = {}
+        scored: dict[str, list[float]] = {}
+        order: list[str] = []
+        examined = tools_examined = tokens = 0
+        while frontier:
+            cands: list[tuple[float, int, str]] = []
+            for zone in frontier:
+                if self.is_leaf(zone):
+                    rank, ids, index, tok = self.leaf(zone, service)
+                    chosen = rank(intent, k) if ids else []
+                    sc = np.asarray(index.scores(intent)) if chosen else []  # type: ignore[attr-defined]
+                    results[zone] = [ids[i] for i in chosen]
+                    scored[zone] = [float(sc[i]) for i in chosen]
+                    order.append(zone)
+                    examined += len(ids)
+                    tools_examined += len(ids)
+                    tokens += tok + approx_tokens(intent)
+                    continue
+                _, kids, eligible, index = self.children(zone, service)
+                if not eligible:
+                    continue
+                sc = np.asarray(index.scores(intent), dtype=float)  # type: ignore[attr-defined]
+                examined += self.child_items(zone, eligible)
+                tokens += self.summary_tokens(zone, eligible) + approx_tokens(intent)
+                cands += [(-float(sc[i]), len(cands), kids[i]) for i in eligible]
+            frontier = [z for *_, z in sorted(cands)[: max(1, beam)]]
+        return Ranked(_score_merge(results, scored, order, k), examined, tools_examined,
+                      tokens, order)
+
+    def leaf_index(self, zone: str, service: str) -> ScoreIndex:
+        """The score index of a leaf's tools of ``service``."""
+        return self.leaf(zone, service)[2]  # type: ignore[return-value]
 
     def descend(self, intent: str, service: str, k: int, policy: str) -> Ranked:
         """A2X progressive multi-branch descent with a child selection policy."""
@@ -265,7 +337,7 @@ class InProcessHierarchy:
                 if not eligible:
                     continue
                 scores = np.asarray(index.scores(intent), dtype=float)[eligible]  # type: ignore[attr-defined]
-                examined += len(eligible)
+                examined += self.child_items(zone, eligible)
                 tokens += self.summary_tokens(zone, eligible) + approx_tokens(intent)
                 nxt += [kids[eligible[i]] for i in select(scores, policy)]
             frontier = nxt
@@ -284,6 +356,21 @@ def select(scores: np.ndarray, policy: str) -> list[int]:
     if policy == "get_all":
         return [i for i in order if norm[i] >= 0.4]
     raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
+
+
+def _score_merge(results: dict[str, list[str]], scores: dict[str, list[float]],
+                 order: list[str], k: int) -> list[str]:
+    """The leaves' lists merged by score, best first (ties: walk order, then rank)."""
+    items = [(-scores.get(z, [0.0] * len(results[z]))[r], o, r, tid)
+             for o, z in enumerate(order) for r, tid in enumerate(results[z])]
+    merged: list[str] = []
+    seen: set[str] = set()
+    for *_, tid in sorted(items):
+        cid = canonical_id(tid)
+        if cid not in seen:
+            seen.add(cid)
+            merged.append(cid)
+    return merged if k == 0 else merged[:k]
 
 
 def _merge(results: dict[str, list[str]], order: list[str], k: int) -> list[str]:
@@ -451,10 +538,13 @@ class Evaluator:
         if kind == "flat" and len(parts) == 2:
             flat = self.flat(parts[1])
             return lambda q, k: flat.rank(q.text, q.service, k)
-        if kind == "tooldns" and len(parts) in (2, 3):
-            beam = int(parts[2]) if len(parts) == 3 else 1
+        if kind == "tooldns" and len(parts) in (2, 3, 4):
+            beam = int(parts[2]) if len(parts) >= 3 else 1
+            merge = parts[3] if len(parts) == 4 else "rr"
             hier = self.hierarchy(parts[1])
-            return lambda q, k: hier.walk(q.text, q.service, k, beam)
+            if merge == "global":
+                return lambda q, k: hier.global_walk(q.text, q.service, k, beam)
+            return lambda q, k: hier.walk(q.text, q.service, k, beam, merge=merge)
         if kind == "a2x" and len(parts) == 3 and parts[2] in POLICIES:
             hier = self.hierarchy(parts[1])
             return lambda q, k: hier.descend(q.text, q.service, k, parts[2])
@@ -479,8 +569,8 @@ class Evaluator:
                 return Ranked([], n, n, tok + approx_tokens(q.text))
 
             return context
-        raise ValueError(f"unknown method {method!r} (flat:S, context, tooldns:S[:B], "
-                         f"a2x:S:POLICY, grail)")
+        raise ValueError(f"unknown method {method!r} (flat:S, context, "
+                         f"tooldns:S[:B[:score|global]], a2x:S:POLICY, grail)")
 
     def run(self, queries: Sequence[Query], progress: Callable[[str], None] | None = None
             ) -> pd.DataFrame:
@@ -625,6 +715,9 @@ class TaxonomySpec(_Spec):
     vectors: Literal["tfidf", "dense"] = "tfidf"
     summary_terms: int = Field(24, ge=1)
     summary_examples: int = Field(0, ge=0)
+    representatives: int = Field(0, ge=0, description="route by N representative tools "
+                                 "per zone (MaxSim) instead of the summary; 0 = summary")
+    representative_vectors: Literal["tfidf", "dense"] = "dense"
 
 
 class LLMSpec(_Spec):
@@ -700,6 +793,11 @@ def build_namespace(spec: EvalScenario, rows: Sequence[Row], queries: Sequence[R
             summary_terms=tx.summary_terms, summary_examples=tx.summary_examples,
             seed=spec.seed), encoder=encoder)
     ns = tax.namespace(rows, queries, origin=f"{spec.name}:{tx.kind}")
+    if tx.representatives:
+        rep_encoder = None
+        if tx.representative_vectors == "dense":
+            rep_encoder = encoder or default_encoder()
+        add_representatives(ns, tx.representatives, rep_encoder, spec.seed)
     return ns, balance_stats(ns)
 
 
@@ -732,11 +830,13 @@ def _check_method(method: str) -> None:
     parts = method.split(":")
     scorers = {"bm25", "tfidf", "dense", "maxsim", "llm"}
     ok = ((parts[0] == "flat" and len(parts) == 2 and parts[1] in scorers)
-          or (parts[0] == "tooldns" and len(parts) in (2, 3) and parts[1] in scorers
-              and (len(parts) == 2 or parts[2].isdigit()))
+          or (parts[0] == "tooldns" and len(parts) in (2, 3, 4) and parts[1] in scorers
+              and (len(parts) == 2 or parts[2].isdigit())
+              and (len(parts) < 4 or parts[3] in ("rr", "score", "global")))
           or (parts[0] == "a2x" and len(parts) == 3 and parts[1] in scorers
               and parts[2] in POLICIES)
           or method in ("grail", "context"))
     if not ok:
-        raise ValueError(f"unknown method {method!r} (flat:S, context, tooldns:S[:B], "
-                         f"a2x:S:POLICY, grail; S in {sorted(scorers)})")
+        raise ValueError(f"unknown method {method!r} (flat:S, context, "
+                         f"tooldns:S[:B[:score|global]], a2x:S:POLICY, grail; "
+                         f"S in {sorted(scorers)})")

@@ -25,7 +25,7 @@ from sim.hierarchy import build_hierarchy
 from sim.memory import MemoryNetwork
 from topologies.datasets import synthetic_catalog, write_jsonl
 from topologies.namespace import Namespace, synthetic
-from topologies.taxonomy import TaxonomyConfig, build_taxonomy
+from topologies.taxonomy import TaxonomyConfig, add_representatives, build_taxonomy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,6 +61,47 @@ def test_walk_equals_resolver_on_a_built_taxonomy() -> None:
     hier = InProcessHierarchy(ns, make_scorer("bm25"))
     mine = [hier.walk(q.text, q.service, 3, 2).tools for q in ns.queries]
     assert mine == dns_walk(ns, "bm25", ns.queries, 3, 2)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_routing_by_representatives_equals_resolver_walk(beam: int) -> None:
+    ns = synthetic(n_tools=300, branching=3, depth=2, seed=6, n_queries=30)
+    plain = InProcessHierarchy(ns, make_scorer("bm25"))
+    before = [plain.walk(q.text, q.service, 3, beam) for q in ns.queries]
+    add_representatives(ns, 4, seed=0)
+    assert all(1 <= len(ns.zones[c].representatives) <= 4 for c in ns.zones["tools."].children)
+    hier = InProcessHierarchy(ns, make_scorer("bm25"))
+    mine = [hier.walk(q.text, q.service, 3, beam) for q in ns.queries]
+    assert [r.tools for r in mine] == dns_walk(ns, "bm25", ns.queries, 3, beam)
+    # each representative scored is an item examined: more than one summary per child
+    assert sum(r.examined for r in mine) > sum(r.examined for r in before)
+
+
+def test_score_merge_orders_the_leaves_tools_by_score() -> None:
+    ns = synthetic(n_tools=300, branching=3, depth=2, seed=5, n_queries=20)
+    hier = InProcessHierarchy(ns, make_scorer("bm25"))
+    for q in ns.queries:
+        rr = hier.walk(q.text, q.service, 0, 3)
+        by_score = hier.walk(q.text, q.service, 0, 3, merge="score")
+        assert sorted(by_score.tools) == sorted(rr.tools)
+        score = {}
+        for leaf in by_score.leaves:
+            _, ids, index, _ = hier.leaf(leaf, q.service)
+            score.update(zip(ids, np.asarray(index.scores(q.text)), strict=True))
+        got = [score[t] for t in by_score.tools]
+        assert got == sorted(got, reverse=True)
+
+
+def test_global_beam_walk() -> None:
+    ns = synthetic(n_tools=300, branching=3, depth=2, seed=5, n_queries=20)
+    hier = InProcessHierarchy(ns, make_scorer("bm25"))
+    for q in ns.queries:
+        top1 = hier.walk(q.text, q.service, 5)
+        assert hier.global_walk(q.text, q.service, 5, 1).tools == top1.tools
+        wide = hier.global_walk(q.text, q.service, 5, 100)  # every leaf of the service
+        assert set(wide.leaves) == {z for z in ns.leaves() if any(
+            ns.tools[t].service == q.service for t in ns.zones[z].tools)}
+        assert wide.tools_examined == sum(t.service == q.service for t in ns.tools.values())
 
 
 def test_examined_counts_children_and_leaf_tools() -> None:

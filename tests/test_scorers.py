@@ -17,6 +17,7 @@ from nodes.scoring import (
     LLMScorer,
     MaxSimScorer,
     facets,
+    group_max_index,
     make_scorer,
     parse_ranking,
     top_k,
@@ -167,3 +168,13 @@ def test_disk_cached_encoder_persists_vectors_by_digest(tmp_path) -> None:
     assert enc.calls == [2]  # type: ignore[attr-defined]  # the second came from disk
     assert np.allclose(a[::-1], b)
     assert "red apple" in again.store and "green" not in again.store
+
+
+def test_group_max_index_scores_each_item_by_its_best_text() -> None:
+    scorer = make_scorer("bm25")
+    index = group_max_index(scorer, ["a", "b", "c"],
+                            [[TEXTS[0], TEXTS[1]], [TEXTS[2]], []])
+    s = index.scores("weather forecast for rain")
+    flat = scorer.index(["a", "a", "b"], TEXTS[:3]).scores("weather forecast for rain")
+    assert s[0] == max(flat[0], flat[1]) == flat[1] > s[1] == flat[2]
+    assert s[2] == -np.inf

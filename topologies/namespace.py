@@ -65,6 +65,7 @@ class ZoneNode:
     children: list[str] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
     org: str | None = None  # certified organisation owning this logical subdomain
+    representatives: list[str] = field(default_factory=list)  # tool texts below, for routing
 
     @property
     def depth(self) -> int:
@@ -154,6 +155,7 @@ class Namespace:
                 Delegation(
                     zone=c, servers=servers[c], summary=self.zones[c].summary,
                     services=below[c], org=self.zones[c].org, leaf=not self.zones[c].children,
+                    representatives=tuple(self.zones[c].representatives),
                 )
                 for c in node.children
             )

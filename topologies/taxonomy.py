@@ -210,6 +210,47 @@ def build_taxonomy(rows: Sequence[Row], config: TaxonomyConfig | None = None,
     return Taxonomy(paths, builder.summaries, config)
 
 
+def add_representatives(ns: Namespace, count: int,
+                        encoder: Callable[[Sequence[str]], np.ndarray] | None = None,
+                        seed: int = 0) -> Namespace:
+    """Give every zone below ``tools.`` up to ``count`` representative tools for routing.
+
+    The representatives are the tools nearest the centroids of a k-means (k = ``count``)
+    over the embeddings (``encoder``; TF-IDF/LSA when None) of every tool in the zone's
+    subtree, as ``name description`` texts; a parent then scores a child by its best
+    representative (:func:`nodes.authoritative.child_index`). Data the parent holds about
+    its child, like the summary. Deterministic per seed; modifies and returns ``ns``."""
+    if count < 1:
+        return ns
+    ids = sorted(ns.tools)
+    texts = [f"{ns.tools[t].name} {ns.tools[t].description}" for t in ids]
+    if encoder is not None:
+        vectors = _normalise(np.asarray(encoder(texts), dtype=float))
+    else:
+        m = TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None,
+                            sublinear_tf=True).fit_transform(texts)
+        dims = min(128, m.shape[1] - 1, len(ids) - 1)
+        vectors = _normalise(TruncatedSVD(n_components=dims, random_state=seed)
+                             .fit_transform(m) if dims >= 2 else m.toarray())
+    row = {t: i for i, t in enumerate(ids)}
+    below: dict[str, list[int]] = defaultdict(list)
+    for tid, tool in ns.tools.items():
+        for z in ns.path(tool.zone)[1:]:
+            below[z].append(row[tid])
+    for zone, members in below.items():
+        idx = np.array(sorted(set(members)))
+        x = vectors[idx]
+        k = min(count, len(np.unique(x.round(6), axis=0)))
+        if k <= 1:
+            picks = [int(np.argmax(x @ x.mean(axis=0)))]
+        else:
+            km = KMeans(n_clusters=k, n_init=1, random_state=seed).fit(x)
+            centroids = _normalise(km.cluster_centers_)
+            picks = list(dict.fromkeys(int(i) for i in np.argmax(x @ centroids.T, axis=0)))
+        ns.zones[zone].representatives = [texts[idx[i]] for i in picks]
+    return ns
+
+
 def from_categories(rows: Sequence[Row], min_size: int = 1) -> Taxonomy:
     """The catalogue's own (category, subcategory) tree; leaves under ``min_size`` tools
     are merged into ``other`` under their parent (top-level ones into ``other``)."""
