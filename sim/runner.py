@@ -394,18 +394,26 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
             sniffer.start()
         except (OSError, RuntimeError) as exc:  # no tcpdump rights, no interface …
             raise ScenarioError(f"--capture: cannot capture on lo ({exc}); run as root") from None
-    processing = calibrate(sc, ns, jobs) if sc.network.processing.model == "calibrated" else {}
+    calibrated = sc.network.processing.model == "calibrated"
+    processing: dict[str, dict[str, float]] = {}
     for scheme in sc.schemes:
         if progress:
             progress(f"{sc.name}: scheme {scheme.name} on {engine} ({len(jobs)} queries)")
         plan, network = make_plan(sc, scheme, ns, jobs,
                                   dns_port=53 if engine == "simpy" else live_port)
-        for kind, value in processing.items():
+        if calibrated:  # each scheme's own node costs (warming and query mock cost more)
+            processing[scheme.name] = calibrate(sc, ns, jobs, scheme)
+        for kind, value in processing.get(scheme.name, {}).items():
             setattr(plan, f"{kind}_time", value)
         plan.engine_options = {"ray": sc.engine_options.ray, "mininet": sc.engine_options.mininet}
         t = time.perf_counter()
         window = time.time()
-        output = run(plan)
+        try:
+            output = run(plan)
+        except BaseException:
+            if sniffer is not None:  # never leave a tcpdump running behind a failed run
+                sniffer.stop()
+            raise
         wall[scheme.name] = round(time.perf_counter() - t, 3)
         fault_plans[scheme.name] = plan.faults
         if sniffer is not None:
@@ -441,7 +449,8 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
         df, summary["capture"] = compare_capture(df, pcap, windows, sniffer.tool,
                                                  {live_port, REGISTRY_PORT})
     if processing:
-        summary["calibrated_processing_s"] = {k: round(v, 9) for k, v in processing.items()}
+        summary["calibrated_processing_s"] = {
+            name: {k: round(v, 9) for k, v in costs.items()} for name, costs in processing.items()}
     if sc.faults is not None:  # sim.faults: success over time, extra latency, recovery
         base = (run_scenario(sc.model_copy(update={"faults": None}), engine, write=False,
                              live_port=live_port).records if sc.faults.baseline else None)
@@ -525,11 +534,13 @@ def compare_capture(df: pd.DataFrame, pcap: Path, windows: list, tool: str,
     return df, report
 
 
-def calibrate(sc: Scenario, ns: Namespace, jobs: list[Job], sample: int = 60) -> dict[str, float]:
-    """Median measured cost per node kind from a short simulated pre-run (seconds)."""
+def calibrate(sc: Scenario, ns: Namespace, jobs: list[Job], scheme: SchemeSpec | None = None,
+              sample: int = 60) -> dict[str, float]:
+    """Median measured cost per node kind from a short simulated pre-run of ``scheme``
+    (default: the first) over the first ``sample`` jobs (seconds)."""
     from sim.engine_simpy import run_simpy
 
-    plan, _ = make_plan(sc, sc.schemes[0], ns, jobs[:sample])
+    plan, _ = make_plan(sc, scheme or sc.schemes[0], ns, jobs[:sample])
     plan.measure = {}
     plan.faults = None  # calibration measures node code, not outages
     run_simpy(plan)
