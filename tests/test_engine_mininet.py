@@ -10,26 +10,12 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+from engine_cases import SAME, first_plan, median_gaps, small
 
 from sim.engine_mininet import NetemWarning, host_groups, switch_links, unavailable
-from sim.runner import build_namespace, make_plan, run_scenario
-from sim.scenario import MininetSpec, Scenario, load_scenario
-from sim.workload import build_jobs
+from sim.runner import run_scenario
+from sim.scenario import MininetSpec
 from topologies import network as net
-
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
-SAME = ("query_id", "returned", "round_trips", "exchanges", "bytes_up", "bytes_down",
-        "packets_up", "packets_down", "tools_examined")  # as tests/test_engines.py (replica
-# choice follows measured RTTs, so servers_contacted may differ between real-time runs)
-
-
-def small(**overrides: object) -> Scenario:
-    return load_scenario(SCENARIOS / "engines-small.yaml").with_overrides(overrides)
-
-
-def _plan(sc: Scenario):  # type: ignore[no-untyped-def]
-    ns = build_namespace(sc)
-    return make_plan(sc, sc.schemes[0], ns, build_jobs(sc, ns, sc.network.agents))[0]
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +27,6 @@ def mininet_ok() -> None:
         pytest.skip(reason)
 
 
-def _median_gaps(sim, rec) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    """|median - simpy median| / simpy median per scheme."""
-    out = {}
-    for scheme in sim.scheme.unique():
-        s = sim[sim.scheme == scheme].latency_ms.median()
-        out[scheme] = abs(rec[rec.scheme == scheme].latency_ms.median() - s) / s
-    return out
-
-
 def _leftovers() -> list[str]:
     """Interfaces or bridges a run of this process could have left behind."""
     tag = f"mn{os.getpid() % 1000:03d}"
@@ -58,7 +35,7 @@ def _leftovers() -> list[str]:
 
 
 def test_hosts_per_site_and_per_node() -> None:
-    plan = _plan(small())
+    plan = first_plan(small())
     sites = host_groups(plan, MininetSpec(hosts="site"))
     nodes = host_groups(plan, MininetSpec(hosts="node"))
     everything = sorted([*plan.hierarchy.servers, *plan.resolvers, *plan.agents])
@@ -103,10 +80,10 @@ def test_mininet_agrees_with_simpy(mininet_ok, tmp_path: Path) -> None:  # type:
     rec = rec.sort_values(key).reset_index(drop=True)
     for column in SAME:
         assert sim[column].tolist() == rec[column].tolist(), column
-    off = _median_gaps(sim, rec)
+    off = median_gaps(sim, rec)
     if max(off.values()) >= 0.10:  # real time on a shared machine: one more run decides
         again = run_scenario(sc, engine="mininet", write=False, live_port=53).records
-        off = _median_gaps(sim, again.sort_values(key).reset_index(drop=True))
+        off = median_gaps(sim, again.sort_values(key).reset_index(drop=True))
     assert max(off.values()) < 0.10, off
     servers = mn.load[mn.load.role == "server"]
     assert servers.semantic.sum() > 0
@@ -126,7 +103,7 @@ def test_capture_on_host_interfaces(mininet_ok, tmp_path: Path) -> None:  # type
         warnings.simplefilter("ignore", NetemWarning)
         result = run_scenario(sc, engine="mininet", write=False, live_port=53)
     assert result.records["success"].all()
-    plan = _plan(sc)
+    plan = first_plan(sc)
     files = sorted(pcaps.glob("*.pcap"))
     assert len(files) == len(host_groups(plan, sc.engine_options.mininet))
     nodes = {*plan.hierarchy.servers, *plan.resolvers, *plan.agents}

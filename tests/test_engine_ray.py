@@ -8,36 +8,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from engine_cases import SAME, first_plan, median_gaps, small
 
 from sim.engine_ray import group_nodes
 from sim.nodehost import check_supported, split_plan
-from sim.runner import build_namespace, make_plan, run_scenario
-from sim.scenario import RaySpec, Scenario, ScenarioError, load_scenario
-from sim.workload import build_jobs
-
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
-SAME = ("query_id", "returned", "round_trips", "exchanges", "bytes_up", "bytes_down",
-        "packets_up", "packets_down", "tools_examined")  # as tests/test_engines.py (replica
-# choice follows measured RTTs, so servers_contacted may differ between real-time runs)
-
-
-def small(**overrides: object) -> Scenario:
-    return load_scenario(SCENARIOS / "engines-small.yaml").with_overrides(overrides)
-
-
-def _plan(sc: Scenario):  # type: ignore[no-untyped-def]
-    ns = build_namespace(sc)
-    jobs = build_jobs(sc, ns, sc.network.agents)
-    return make_plan(sc, sc.schemes[0], ns, jobs, dns_port=15353)[0]
-
-
-def _median_gaps(sim, rec) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    """|median - simpy median| / simpy median per scheme."""
-    out = {}
-    for scheme in sim.scheme.unique():
-        s = sim[sim.scheme == scheme].latency_ms.median()
-        out[scheme] = abs(rec[rec.scheme == scheme].latency_ms.median() - s) / s
-    return out
+from sim.runner import run_scenario
+from sim.scenario import RaySpec, ScenarioError
 
 
 def _port() -> int:
@@ -60,7 +36,7 @@ def ray_session():  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("placement", ["level", "org", "count"])
 def test_groups_pack_many_zones_per_actor(placement: str) -> None:
     sc = small()
-    plan = _plan(sc)
+    plan = first_plan(sc, dns_port=15353)
     spec = RaySpec(placement=placement, zones_per_actor=4)  # type: ignore[arg-type]
     groups = group_nodes(plan, spec)
     nodes = [ip for _, ips in groups for ip in ips]
@@ -85,7 +61,7 @@ def test_groups_pack_many_zones_per_actor(placement: str) -> None:
 
 def test_parts_survive_pickling_with_identical_replies() -> None:
     """Nodes travel to actors by pickle; a shipped server answers byte for byte the same."""
-    plan = _plan(small())
+    plan = first_plan(small(), dns_port=15353)
     resolver = next(iter(plan.resolvers.values()))
     resolver.discover(plan.requests[0], 0.0)
     query = resolver.to_send()[0]
@@ -97,11 +73,11 @@ def test_parts_survive_pickling_with_identical_replies() -> None:
 
 
 def test_registry_schemes_and_faults_are_refused() -> None:
-    plan = _plan(small())
+    plan = first_plan(small(), dns_port=15353)
     plan.registry = object()  # type: ignore[attr-defined]  # what an HTTP-registry plan carries
     with pytest.raises(ScenarioError, match="ToolDNS schemes only"):
         check_supported(plan, "ray")
-    plan = _plan(small())
+    plan = first_plan(small(), dns_port=15353)
     plan.faults = object()  # type: ignore[attr-defined]  # a fault schedule
     with pytest.raises(ScenarioError, match="fault schedules"):
         check_supported(plan, "mininet")
@@ -124,10 +100,10 @@ def test_ray_agrees_with_simpy(ray_session,  # type: ignore[no-untyped-def]
     rec = rec.sort_values(key).reset_index(drop=True)
     for column in SAME:
         assert sim[column].tolist() == rec[column].tolist(), column
-    off = _median_gaps(sim, rec)
+    off = median_gaps(sim, rec)
     if max(off.values()) >= 0.10:  # real time on a shared machine: one more run decides
         again = run_scenario(sc, engine="ray", write=False, live_port=_port()).records
-        off = _median_gaps(sim, again.sort_values(key).reset_index(drop=True))
+        off = median_gaps(sim, again.sort_values(key).reset_index(drop=True))
     assert max(off.values()) < 0.10, off
     # per-node load comes back from the actors: every server that answered is counted
     load = ray.load
@@ -150,7 +126,8 @@ def test_ray_placements_exchange_the_same_bytes(ray_session,  # type: ignore[no-
     actors = Counter()
     for placement in ("level", "org"):
         sc = base.with_overrides({"engine_options.ray.placement": placement})
-        actors[placement] = len(group_nodes(_plan(sc), sc.engine_options.ray))
+        plan = first_plan(sc, dns_port=15353)
+        actors[placement] = len(group_nodes(plan, sc.engine_options.ray))
         rec = run_scenario(sc, engine="ray", write=False, live_port=_port()).records
         rec = rec.sort_values("job")
         for column in SAME:
