@@ -74,8 +74,10 @@ class TcpModel:
         and later ones ride on its response;
       * the client ACKs the first response on a connection at once (quickack); a later
         response is acknowledged by whatever the client sends next (the next request or
-        its FIN), unless the connection then idles past the 40 ms delayed-ACK timer (the
-        last response of a discovery on a kept-alive connection): one pure ACK.
+        its FIN); on kept-alive connections :func:`keepalive_acks` follows Linux's
+        interactive ("pingpong") mode across discoveries: a response after an idle
+        period is ACKed at once, one followed by silence longer than the 40 ms
+        delayed-ACK timer gets its ACK from the timer.
     TLS 1.3 (full handshake, then the client closes with close_notify):
       * → ClientHello, ← ACK, ← server flight, → ACK, → Finished, ← session tickets;
         requests and responses as TLS records, no pure ACKs in between;
@@ -96,13 +98,43 @@ class TcpModel:
         return n, payload + n * (IPV4 + TCP_TS)
 
 
+ATO = 0.040  # Linux's delayed-ACK timeout floor (TCP_ATO_MIN = HZ / 25)
+
+
+def keepalive_acks(steps, ato: float = ATO) -> list[int]:
+    """Pure ACKs the client sends after each response on one kept-alive connection.
+
+    ``steps`` are all HTTP exchanges on the connection in order (several discoveries).
+    Linux acknowledges a response at once unless the connection is "interactive"
+    (pingpong): at its start (quickack), or when the client did not answer the previous
+    response within the delayed-ACK timeout. Otherwise the ACK waits: it rides on the
+    next request if that leaves within ``ato``, else the timer sends it (and ends the
+    interactive mode). Sending within ``ato`` of a response makes the connection
+    interactive. Gaps come from the exchanges' node times.
+    """
+    acks = [0] * len(steps)
+    pingpong = False
+    for i, s in enumerate(steps):
+        if not s.bytes_in or s.rtt is None:
+            continue
+        gap = steps[i + 1].sent - (s.sent + s.rtt) if i + 1 < len(steps) else float("inf")
+        if not pingpong:
+            acks[i] = 1
+            pingpong = gap <= ato
+        elif gap > ato:
+            acks[i], pingpong = 1, False
+    return acks
+
+
 def http_cost(steps, opened: set[int], closed: bool, keepalive: bool, tls,
-              model: TcpModel) -> WireCost:
+              model: TcpModel, response_acks: list[int] | None = None) -> WireCost:
     """IP-layer cost of one registry discovery under :class:`TcpModel`.
 
     ``steps`` are its HTTP exchanges in order (``conn``, application ``bytes_out`` and
     ``bytes_in``; 0 when no response came), ``opened`` the connections it opened, ``closed``
-    whether it closed its connection, ``tls`` a :class:`sim.registries.TlsSizes` or None.
+    whether it closed its connection, ``tls`` a :class:`sim.registries.TlsSizes` or None;
+    ``response_acks`` (kept-alive plain TCP, from :func:`keepalive_acks`) overrides the
+    client's pure ACKs after each response.
     """
     bare = IPV4 + TCP_TS
     cost = [0, 0, 0, 0]  # bytes up, packets up, bytes down, packets down
@@ -140,7 +172,9 @@ def http_cost(steps, opened: set[int], closed: bool, keepalive: bool, tls,
             down(size, n)
             up(bare * (n // 2), n // 2)
             last = i == len(steps) - 1
-            if (tls is None and first) or (keepalive and last and not closed):
+            if response_acks is not None:
+                up(bare * response_acks[i], response_acks[i])
+            elif (tls is None and first) or (keepalive and last and not closed):
                 up(bare)
     if closed:
         if tls is not None:

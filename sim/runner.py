@@ -21,7 +21,7 @@ from nodes.agent import StubAgent, StubResult
 from nodes.registry_client import RegistryAgent, RegistryConfig, RegistryResult
 from nodes.resolver import Discovery, DiscoveryResult, ResolverConfig
 from nodes.zone import Ttls
-from sim.accounting import TcpModel, WireCost, http_cost, steps_cost
+from sim.accounting import TcpModel, WireCost, http_cost, keepalive_acks, steps_cost
 from sim.atomic import atomic_write
 from sim.capture import Capture, attribute, read_packets
 from sim.engines import Engine, EngineOutput, RunPlan
@@ -285,9 +285,23 @@ def query_record(sc: Scenario, engine: str, scheme: SchemeSpec, job: Job, stub: 
     }
 
 
+def connection_acks(plan: RunPlan, output: EngineOutput) -> dict[int, int]:
+    """Client pure ACKs per HTTP exchange (by ``id``) on kept-alive connections, from the
+    exchanges of all discoveries on each (agent, connection) in time order."""
+    conns: dict[tuple[str, int], list] = {}
+    for job, res in output.stubs:
+        for step in res.steps:
+            conns.setdefault((plan.agent_order[job.agent], step.conn), []).append(step)
+    acks: dict[int, int] = {}
+    for steps in conns.values():
+        steps.sort(key=lambda st: st.sent)
+        acks.update(zip(map(id, steps), keepalive_acks(steps), strict=True))
+    return acks
+
+
 def registry_record(sc: Scenario, engine: str, scheme: SchemeSpec, job: Job,
                     res: RegistryResult | None, ids: dict[str, str], per_service: Counter,
-                    plan: RunPlan) -> dict:
+                    plan: RunPlan, acks: dict[int, int] | None = None) -> dict:
     """The same columns as :func:`query_record`, for an HTTP-registry discovery."""
     if res is None:
         res = RegistryResult(tag=job, request=plan.requests[job.index], sent=0.0,  # type: ignore[arg-type]
@@ -296,7 +310,7 @@ def registry_record(sc: Scenario, engine: str, scheme: SchemeSpec, job: Job,
     truth = set(job.query.truth)
     closed = bool(res.connections or res.steps) and (not scheme.keepalive or bool(res.error))
     cost = http_cost(res.steps, set(res.connections), closed, scheme.keepalive, plan.tls,
-                     plan.tcp)
+                     plan.tcp, [acks.get(id(s), 0) for s in res.steps] if acks else None)
     examined = res.examined if scheme.kind == "ans" else per_service[job.query.service]
     return {
         "scenario": sc.name, "engine": engine, "scheme": scheme.name, "seed": sc.seed,
@@ -425,10 +439,11 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
                                "completed": len(output.stubs)}
         done = {job.index: (job, stub) for job, stub in output.stubs}
         if scheme.kind != "tooldns":
+            acks = connection_acks(plan, output) if scheme.keepalive and not scheme.tls else {}
             for job in jobs:
                 records.append(registry_record(sc, engine, scheme, job,
                                                done.get(job.index, (job, None))[1],
-                                               registry_ids, per_service, plan))
+                                               registry_ids, per_service, plan, acks))
             load.extend(load_records(sc, engine, scheme, plan, output, network))
             continue
         for job in jobs:

@@ -202,3 +202,23 @@ def test_tcp_model_packet_patterns() -> None:
     eth = http_cost([HttpStep("search", 1, 0.0, bytes_out=300, bytes_in=3000)], set(), False,
                     True, None, TcpModel(mtu=1500))
     assert eth.packets_down == 3 and eth.packets_up == 1 + 1 + 1
+
+
+def test_keepalive_acks_follow_linux_interactive_mode() -> None:
+    """A response after an idle connection is ACKed at once; one answered within the
+    delayed-ACK timeout lets the next request carry the ACK; silence past it costs a
+    timer ACK (the patterns captured on loopback, RESULTS.md §6)."""
+    from nodes.registry_client import HttpStep
+    from sim.accounting import keepalive_acks
+
+    def step(sent: float, rtt: float = 0.01) -> HttpStep:
+        return HttpStep("x", 1, sent, rtt=rtt, bytes_out=100, bytes_in=900)
+
+    # two discoveries of two calls each, 5 ms between calls, 100 ms think time
+    calls = [step(0.0), step(0.015), step(0.13), step(0.145)]
+    assert keepalive_acks(calls) == [1, 1, 1, 1]
+    # the second discovery starts 20 ms after the first: its ACK rides on that request
+    calls = [step(0.0), step(0.015), step(0.045), step(0.06)]
+    assert keepalive_acks(calls) == [1, 0, 0, 1]
+    # one call per discovery, idle in between: one immediate ACK each
+    assert keepalive_acks([step(0.0), step(0.2), step(0.4)]) == [1, 1, 1]
