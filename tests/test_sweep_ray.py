@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import pytest
@@ -30,19 +29,6 @@ sweep:
     schemes.1.beam: [1, 2]
   workers: 2
 """
-
-
-@pytest.fixture(scope="module")
-def ray_session():  # type: ignore[no-untyped-def]
-    if os.environ.get("CI"):  # CI installs Ray (.ci/setup): a missing Ray is a failure there
-        import ray
-    else:
-        ray = pytest.importorskip("ray", reason="Ray is not installed (bash .ci/setup)")
-    from sim.engine_ray import ensure_ray
-
-    ensure_ray(num_cpus=2)
-    yield ray
-    ray.shutdown()
 
 
 def _files(out: Path) -> dict[str, bytes]:
