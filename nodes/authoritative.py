@@ -30,6 +30,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from nodes.codec import (
     FormatError,
     QueryView,
@@ -50,6 +52,8 @@ from nodes.wire import (
     DEFAULT_OPTION_CODE,
     INTENT_VERSION,
     MAX_MESSAGE_SIZE,
+    SCORES_OPTION_CODE,
+    encode_scores,
     is_subdomain,
     normalise,
     parse_tool_name,
@@ -98,13 +102,15 @@ def _txt(owner: str, strings: list[bytes], ttl: int) -> Rec:
 class _Reply:
     """Sections of a reply before encoding (a plain class: one is built per query)."""
 
-    __slots__ = ("aa", "additional", "answer", "authority", "ext_rcode", "rcode", "required")
+    __slots__ = ("aa", "additional", "answer", "authority", "ext_rcode", "rcode", "required",
+                 "scores")
 
     def __init__(
         self, rcode: int, aa: bool = False, answer: Sequence[Rec] = (),
         authority: Sequence[Rec] = (), additional: Sequence[Rec] = (), ext_rcode: int = 0,
-        required: int = 0,
+        required: int = 0, scores: bytes | None = None,
     ) -> None:
+        self.scores = scores  # scores option data, when the query asked for it
         self.rcode = rcode
         self.aa = aa
         self.answer = answer
@@ -149,6 +155,8 @@ class _ZoneState:
     negative: dict[int, _Reply] = field(default_factory=dict)  # rcode -> SOA-only reply
     child_index: ScoreIndex | None = None
     child_rank: Ranker | None = None
+    # per-service child indexes when the children carry centroids (see child_index)
+    service_index: dict[str, tuple[ScoreIndex, Ranker]] = field(default_factory=dict)
     eligible: dict[str, list[int]] = field(default_factory=dict)  # service -> child indices
     tools: dict[tuple[str, str], _Tools] = field(default_factory=dict)  # (service, proto)
 
@@ -184,8 +192,10 @@ class AuthoritativeServer:
         name: str = "auth",
         packet_cache: int = 4096,
         signer: ZoneSigner | None = None,
+        scores_code: int = SCORES_OPTION_CODE,
     ) -> None:
         self.name = name
+        self.scores_code = scores_code  # the option asking for (and carrying) scores
         self.signer = signer  # DNSSEC (nodes.dnssec): replies to DO queries get signed
         self.scorer = scorer or BM25Scorer()
         self.option_code = option_code
@@ -312,6 +322,7 @@ class AuthoritativeServer:
                 data = d
                 break
         text, k = "", 0
+        want = any(c == self.scores_code for c, _ in q.options) if data is not None else False
         if data is not None:  # nodes.wire.Intent.decode's checks, without the dataclass
             if len(data) < 4:
                 return "formerr_intent", _Reply(FORMERR)
@@ -344,32 +355,43 @@ class AuthoritativeServer:
             service, proto, zone, cursor = tq
             if cursor and target == state.name:
                 if state.leaf:
-                    return "semantic", self._tools_answer(state, service, proto, text, k)
-                return "semantic", self._semantic(state, service, proto, text, k)
+                    return "semantic", self._tools_answer(state, service, proto, text, k, want)
+                return "semantic", self._semantic(state, service, proto, text, k, want)
             if not cursor and zone == state.name and state.leaf:
-                return "semantic", self._tools_answer(state, service, proto, text, k)
+                return "semantic", self._tools_answer(state, service, proto, text, k, want)
         return self._standard(state, qname, q.qtype)
 
-    def _semantic(self, state: _ZoneState, service: str, proto: str, text: str, k: int
-                  ) -> _Reply:
+    def _semantic(self, state: _ZoneState, service: str, proto: str, text: str, k: int,
+                  want_scores: bool = False) -> _Reply:
         if state.leaf:
-            return self._tools_answer(state, service, proto, text, k)
-        if state.child_rank is None:
-            kids = state.data.children
-            state.child_index = child_index(self.scorer, kids)
-            state.child_rank = ranker(state.child_index)
+            return self._tools_answer(state, service, proto, text, k, want_scores)
+        kids = state.data.children
+        if any(c.centroids for c in kids):  # routing vectors differ per service
+            entry = state.service_index.get(service)
+            if entry is None:
+                index = child_index(self.scorer, kids, service)
+                entry = state.service_index[service] = (index, ranker(index))
+            index, rank = entry
+        else:
+            if state.child_rank is None:
+                state.child_index = child_index(self.scorer, kids)
+                state.child_rank = ranker(state.child_index)
+            index, rank = state.child_index, state.child_rank  # type: ignore[assignment]
         eligible = state.eligible.get(service)
         if eligible is None:
-            eligible = [i for i, c in enumerate(state.data.children) if service in c.services]
+            eligible = [i for i, c in enumerate(kids) if service in c.services]
             state.eligible[service] = eligible
-        chosen = state.child_rank(text, k, eligible)
+        chosen = rank(text, k, eligible)
         if not chosen:
             return state.negative[NOERROR]
         children = state.children
-        return self._referral([children[i] for i in chosen], k == 0)
+        reply = self._referral([children[i] for i in chosen], k == 0)
+        if want_scores:
+            reply.scores = _scores(index, text, chosen)
+        return reply
 
-    def _tools_answer(self, state: _ZoneState, service: str, proto: str, text: str, k: int
-                      ) -> _Reply:
+    def _tools_answer(self, state: _ZoneState, service: str, proto: str, text: str, k: int,
+                      want_scores: bool = False) -> _Reply:
         tools = state.tools.get((service, proto))
         if tools is None:
             chosen_tools = [t for t in state.data.tools
@@ -388,7 +410,8 @@ class AuthoritativeServer:
             return state.negative[NOERROR]
         chosen = tools.rank(text, k)
         srv, a = tools.srv, tools.a
-        return _Reply(NOERROR, True, [srv[i] for i in chosen], (), [a[i] for i in chosen])
+        return _Reply(NOERROR, True, [srv[i] for i in chosen], (), [a[i] for i in chosen],
+                      scores=_scores(tools.index, text, chosen) if want_scores else None)
 
     @staticmethod
     def _referral(children: Sequence[_Child], hints: bool) -> _Reply:
@@ -430,10 +453,14 @@ class AuthoritativeServer:
         """
         opt_udp = q.opt_udp
         if opt_udp is None:
-            opt = b""
+            opt = plain_opt = b""
             room = CLASSIC_UDP_SIZE if transport == "udp" else MAX_MESSAGE_SIZE
         else:
             opt = opt_bytes(self.max_udp_size, reply.ext_rcode) if reply.ext_rcode else self._opt
+            plain_opt = opt
+            if reply.scores is not None:  # OPT with the scores option (RDLENGTH is last)
+                option = struct.pack("!HH", self.scores_code, len(reply.scores)) + reply.scores
+                opt = opt[:-2] + struct.pack("!H", len(option)) + option
             room = (min(max(CLASSIC_UDP_SIZE, opt_udp), self.max_udp_size)
                     if transport == "udp" else MAX_MESSAGE_SIZE) - len(opt)
         flags = 0x8000 | (q.flags & 0x7900) | (0x0400 if reply.aa else 0) | (reply.rcode & 0xF)
@@ -490,7 +517,8 @@ class AuthoritativeServer:
                 counts = [0, 0, 0]
             buf[2] |= 0x02
         if opt_udp is not None:
-            buf += opt
+            # scores describe every record chosen: a truncated reply goes without them
+            buf += plain_opt if truncated else opt
             counts[2] += 1
         _COUNTS3.pack_into(buf, 6, *counts)
         return bytes(buf)
@@ -499,10 +527,30 @@ class AuthoritativeServer:
 # ---------------------------------------------------------------------- helpers
 
 
-def child_index(scorer: Scorer, kids: Sequence[Delegation]) -> ScoreIndex:
-    """How a parent scores its children: by summary, or, when any child carries
-    representatives, by the best-scoring representative of each (its summary if it has none)."""
+def _scores(index: ScoreIndex, text: str, chosen: Sequence[int]) -> bytes:
+    """Scores option data for the chosen items, in their order."""
+    scores = np.asarray(index.scores(text), dtype=float)
+    return encode_scores([float(scores[i]) for i in chosen])
+
+
+def child_index(scorer: Scorer, kids: Sequence[Delegation], service: str | None = None
+                ) -> ScoreIndex:
+    """How a parent scores its children for a query of ``service``: by their centroids for
+    that service when they carry some (a dense scorer's cosine with the mean embedding of
+    the child's tools of the service; see ``topologies.taxonomy.add_centroids``); else by
+    summary, or, when any child carries representatives, by the best-scoring
+    representative of each (its summary if it has none)."""
     keys = [c.zone for c in kids]
+    if service is not None and any(c.centroids for c in kids):
+        vector_index = getattr(scorer, "vector_index", None)
+        if vector_index is None:
+            raise ValueError(f"children carry centroids but the {scorer.name!r} scorer "
+                             "cannot score vectors (use the dense scorer)")
+        rows = [dict(c.centroids).get(service) for c in kids]
+        dim = next(len(r) for r in rows if r is not None)
+        matrix = np.array([r if r is not None else (0.0,) * dim for r in rows],
+                          dtype=np.float32)
+        return vector_index(keys, matrix)
     if any(c.representatives for c in kids):
         return group_max_index(scorer, keys, [c.representatives or (c.summary,) for c in kids])
     return scorer.index(keys, [c.summary for c in kids])

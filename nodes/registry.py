@@ -67,7 +67,8 @@ class RegistryTool:
 
 @dataclass
 class _Catalogue:
-    """Tools plus a flat score index over their descriptions (rebuilt after a change)."""
+    """Tools plus a flat score index over ``name description``, the text a ToolDNS leaf
+    scores (rebuilt after a change)."""
 
     scorer: Scorer
     tools: list[RegistryTool]
@@ -81,7 +82,7 @@ class _Catalogue:
     def search(self, text: str, k: int, service: str | None) -> list[RegistryTool]:
         if self._index is None:
             self._index = self.scorer.index([t.id for t in self.tools],
-                                            [t.description for t in self.tools])
+                                            [f"{t.name} {t.description}" for t in self.tools])
             services = np.asarray([t.service for t in self.tools])
             self._by_service = {s: np.flatnonzero(services == s) for s in set(services)}
         cand = None if service is None else self._by_service.get(service, np.zeros(0, int))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from dnslib import QTYPE, RCODE, RR, SRV, A, DNSHeader, DNSQuestion, DNSRecord
@@ -41,11 +41,13 @@ from nodes.wire import (
     DEFAULT_EDNS_SIZE,
     DEFAULT_OPTION_CODE,
     MAX_MESSAGE_SIZE,
+    SCORES_OPTION_CODE,
     Intent,
     IntentError,
     cursor_name,
     find_opt,
     get_intent,
+    get_scores,
     is_subdomain,
     normalise,
     opt_record,
@@ -64,6 +66,11 @@ class ResolverConfig:
 
     mode: Mode = "aware"
     beam: int = 1  # explore up to B of the top-K branches at each level
+    # how the beam is kept: "split" (each branch shares out its width, Algorithm 1) or
+    # "global" (the best B children over all zones of a level, by the servers' scores)
+    search: Literal["split", "global"] = "split"
+    # how the leaves' lists are combined: round-robin in walk order, or by score
+    merge: Literal["round-robin", "score"] = "round-robin"
     timeout: float = 0.5  # seconds per attempt before trying the next replica
     max_attempts: int = 4  # attempts per query across a zone's replicas
     query_mock: bool = True  # rank cached child lists locally
@@ -82,6 +89,7 @@ class ResolverConfig:
     trust: TrustPolicy | None = None  # which zones tools may come from (nodes.trust)
     dnssec: bool = False  # set DO and validate the chain of delegations (nodes.dnssec)
     trust_anchor: str = ""  # the root zone's DS record (text) when validating
+    scores_code: int = SCORES_OPTION_CODE  # the option asking for servers' scores
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +114,7 @@ class Endpoint:
     priority: int
     weight: int
     zone: str
+    score: float | None = None  # the leaf's relevance score, when it sent scores
 
 
 @dataclass(slots=True)
@@ -352,7 +361,9 @@ class RecursiveResolver:
             qid = self.rng.randrange(1, 65536)
         query = DNSRecord(DNSHeader(id=qid, qr=0, rd=0))
         query.add_question(DNSQuestion(ask.qname, ask.qtype))
-        opt = opt_record(ask.intent, self.config.option_code, self.config.edns_size)
+        opt = opt_record(ask.intent, self.config.option_code, self.config.edns_size,
+                         want_scores=ask.intent is not None and self._want_scores,
+                         scores_code=self.config.scores_code)
         if self.config.dnssec:
             opt.ttl |= 0x8000  # DO: the servers add RRSIG, DS and DNSKEY records
         query.add_ar(opt)
@@ -605,7 +616,7 @@ class RecursiveResolver:
         leaf_order: list[str] = []
         yield from self._walk(req, result, intent, branches, known, leaf_results, leaf_order)
         if policy is not None and policy.filters:
-            merged = _merge(leaf_results, leaf_order, 0)
+            merged = self._merge(leaf_results, leaf_order, 0)
             endpoints = [e for e in merged if policy.accepts(e.target)]
             if not endpoints and policy.kind == "public-then-certified":
                 result.rejected += len(merged)
@@ -613,12 +624,12 @@ class RecursiveResolver:
                 result.error = None
                 yield from self._walk(req, result, intent, trusted, known, leaf_results,
                                       leaf_order)
-                merged = _merge(leaf_results, leaf_order, 0)
+                merged = self._merge(leaf_results, leaf_order, 0)
                 endpoints = [e for e in merged if policy.accepts(e.target)]
             result.rejected += len(merged) - len(endpoints)
             endpoints = endpoints if req.k == 0 else endpoints[:req.k]
         else:
-            endpoints = _merge(leaf_results, leaf_order, req.k)
+            endpoints = self._merge(leaf_results, leaf_order, req.k)
         start_ok = [e for e in endpoints if is_subdomain(e.target, start)]
         if len(start_ok) != len(endpoints):
             self.stats["outside_start_zone"] += len(endpoints) - len(start_ok)
@@ -632,12 +643,20 @@ class RecursiveResolver:
     def _walk(self, req: Discovery, result: DiscoveryResult, intent: Intent,
               branches: list[tuple[str, int]], known: dict[str, tuple[Address, ...]],
               leaf_results: dict[str, list[Endpoint]], leaf_order: list[str]):
-        """Rounds of the beam walk from ``branches`` down to leaves (fills the leaf dicts)."""
+        """Rounds of the beam walk from ``branches`` down to leaves (fills the leaf dicts).
+
+        With ``search="global"`` every round is one level: the children referred (or cached)
+        for all zones of the level are pooled with their scores and the best B go on; the
+        referral cache then holds (child, score) pairs and the query mock is not used (its
+        local scores are not comparable with the servers')."""
         key = (req.service, req.proto, req.intent, req.k)
+        pooled = self.config.search == "global"
+        width_b = max(1, req.beam or self.config.beam)
         for _ in range(self.config.max_rounds):
             asks: list[Ask] = []
             asked: list[tuple[str, str, int]] = []  # (branch zone, bailiwick asked, width)
             next_branches: list[tuple[str, int]] = []
+            pool: list[tuple[str, float]] = []  # global search: this level's scored children
             while branches:  # local steps first: caches and query mock
                 zone, width = branches.pop(0)
                 cached_srv = self._get(self._srv, (zone, *key))
@@ -649,9 +668,12 @@ class RecursiveResolver:
                 ranked = self._get(self._referrals, (zone, *key))
                 if ranked is not None:
                     result.cache["referral_hit"] += 1
-                    branches = _narrow(ranked, width) + branches  # type: ignore[arg-type]
+                    if pooled:
+                        pool.extend(ranked)  # type: ignore[arg-type]
+                    else:
+                        branches = _narrow(ranked, width) + branches  # type: ignore[arg-type]
                     continue
-                if not self._is_leaf(zone, req.service):
+                if not pooled and not self._is_leaf(zone, req.service):
                     mocked = self._mock(zone, req.service, intent)
                     if mocked is not None:
                         result.cache["mock_hit"] += 1
@@ -663,12 +685,14 @@ class RecursiveResolver:
                 asks.append(Ask(cursor_name(req.service, zone, req.proto), QTYPE.SRV,
                                 servers, intent))
                 asked.append((zone, bailiwick, width))
-            if not asks:
+            if not asks and not pool:
                 break
-            if self.config.dnssec:  # the DNSKEY of every zone asked, checked against its DS
+            replies: list[Reply] = []
+            if asks and self.config.dnssec:  # each asked zone's DNSKEY, checked against its DS
                 yield from self._fetch_keys({b: a.servers for (_, b, _), a in
                                              zip(asked, asks, strict=True)}, result)
-            replies = yield asks
+            if asks:
+                replies = yield asks
             for (zone, bailiwick, width), reply in zip(asked, replies, strict=True):
                 if self.config.dnssec and reply.msg is not None:
                     reply = self._validated(reply, bailiwick, result)
@@ -684,11 +708,14 @@ class RecursiveResolver:
                     stale = self._get_stale(self._referrals, (zone, *key))
                     if stale is not None:
                         result.cache["stale_referral"] += 1
-                        next_branches.extend(_narrow(stale, width))  # type: ignore[arg-type]
+                        if pooled:
+                            pool.extend(stale)  # type: ignore[arg-type]
+                        else:
+                            next_branches.extend(_narrow(stale, width))  # type: ignore[arg-type]
                     continue
                 srv = [rr for rr in msg.rr if rr.rtype == QTYPE.SRV]
                 if srv:
-                    endpoints = _endpoints(msg, zone)
+                    endpoints = self._scored(_endpoints(msg, zone), msg)
                     self._put(self._srv, (zone, *key), endpoints, min(r.ttl for r in srv))
                     leaf_results[zone] = endpoints
                     leaf_order.append(zone)
@@ -701,6 +728,11 @@ class RecursiveResolver:
                 below = [c for c in children if is_subdomain(c, zone) and c != zone]
                 if below and bailiwick == zone:  # semantic referral: the zone's top-K children
                     ttl = min(rr.ttl for rr in msg.auth if rr.rtype == QTYPE.NS)
+                    if pooled:
+                        scored = self._scored_children(below, msg)
+                        self._put(self._referrals, (zone, *key), scored, ttl)
+                        pool.extend(scored)
+                        continue
                     self._put(self._referrals, (zone, *key), below, ttl)
                     if req.k == 0:
                         self._learn_hints(msg, req.service, zone, ttl)
@@ -710,7 +742,44 @@ class RecursiveResolver:
                 else:
                     self.stats["bogus_referral"] += 1
                     result.error = f"{zone}: referral to {children} is out of the walk"
+            if pooled:  # the best B of the level; ties keep the order they were learnt in
+                best = sorted(range(len(pool)), key=lambda i: (-pool[i][1], i))[:width_b]
+                next_branches += [(pool[i][0], 1) for i in best]
             branches = next_branches
+
+    @property
+    def _want_scores(self) -> bool:
+        return self.config.search == "global" or self.config.merge == "score"
+
+    def _scores_of(self, msg: DNSRecord, n: int) -> list[float]:
+        """The reply's scores option (one per choice), or -inf for each if it sent none."""
+        try:
+            scores = get_scores(msg, self.config.scores_code)
+        except IntentError:
+            scores = None
+        if scores is None or len(scores) != n:
+            self.stats["missing_scores"] += 1
+            return [float("-inf")] * n
+        return scores
+
+    def _scored(self, endpoints: list[Endpoint], msg: DNSRecord) -> list[Endpoint]:
+        if not self._want_scores:
+            return endpoints
+        scores = self._scores_of(msg, len(endpoints))
+        return [replace(e, score=s) for e, s in zip(endpoints, scores, strict=True)]
+
+    def _scored_children(self, below: list[str], msg: DNSRecord) -> list[tuple[str, float]]:
+        """Referred children with their scores; the option lists one per NS owner name."""
+        owners = list(dict.fromkeys(normalise(rr.rname) for rr in msg.auth
+                                    if rr.rtype == QTYPE.NS))
+        scores = dict(zip(owners, self._scores_of(msg, len(owners)), strict=True))
+        return [(c, scores.get(c, float("-inf"))) for c in below]
+
+    def _merge(self, results: dict[str, list[Endpoint]], order: list[str], k: int
+               ) -> list[Endpoint]:
+        if self._want_scores:
+            return _score_merge(results, order, k)
+        return _merge(results, order, k)
 
     def _resolve_targets(self, endpoints: list[Endpoint], result: DiscoveryResult,
                          known: dict[str, tuple[Address, ...]]):
@@ -746,8 +815,8 @@ class RecursiveResolver:
                 if stale is not None:
                     result.cache["stale_a"] += 1
                     addresses[ep.target] = stale  # type: ignore[assignment]
-        return [Endpoint(ep.target, addresses[ep.target], ep.port, ep.priority, ep.weight,
-                         ep.zone) for ep in endpoints if ep.target in addresses]
+        return [replace(ep, address=addresses[ep.target]) for ep in endpoints
+                if ep.target in addresses]
 
     def _iterate(self, qname: str, qtype: int, intent: Intent | None, result: DiscoveryResult):
         """Plain iterative resolution of a literal name, as an unmodified resolver does."""
@@ -957,6 +1026,22 @@ def _narrow(children: Sequence[str], width: int) -> list[tuple[str, int]]:
     chosen = list(children)[:width]
     return [(c, width // len(chosen) + int(i < width % len(chosen)))
             for i, c in enumerate(chosen)]
+
+
+def _score_merge(results: dict[str, list[Endpoint]], order: list[str], k: int
+                 ) -> list[Endpoint]:
+    """The leaves' lists merged by score, best first (ties: walk order, then rank),
+    de-duplicated, cut to K (K = 0: all)."""
+    items = sorted((-(e.score if e.score is not None else float("-inf")), o, r)
+                   for o, z in enumerate(order) for r, e in enumerate(results[z]))
+    merged: list[Endpoint] = []
+    seen: set[str] = set()
+    for _, o, r in items:
+        e = results[order[o]][r]
+        if e.target not in seen:
+            seen.add(e.target)
+            merged.append(e)
+    return merged if k == 0 else merged[:k]
 
 
 def _merge(results: dict[str, list[Endpoint]], order: list[str], k: int) -> list[Endpoint]:

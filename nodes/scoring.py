@@ -281,6 +281,31 @@ class CachedEncoder:
         return np.stack([self.store[t] for t in texts])
 
 
+class LayeredStore(dict):
+    """A node's own embedding cache in front of a shared one: reads fall through to
+    ``shared``, writes stay local. Every dense server then embeds each intent itself (as a
+    real one would), while the tool texts its zone publishes come from the shared cache."""
+
+    def __init__(self, shared: dict) -> None:
+        super().__init__()
+        self.shared = shared
+
+    def __contains__(self, text: object) -> bool:
+        return dict.__contains__(self, text) or text in self.shared
+
+    def __getitem__(self, text: str) -> np.ndarray:
+        if dict.__contains__(self, text):
+            return dict.__getitem__(self, text)
+        return self.shared[text]
+
+
+def node_encoder(shared: CachedEncoder) -> CachedEncoder:
+    """A per-node encoder over ``shared``'s model and cache (see :class:`LayeredStore`);
+    give it a ``shared`` holding only published texts, so that every node embeds the
+    intents it sees itself."""
+    return CachedEncoder(shared._encode, LayeredStore(shared.store))
+
+
 _DEFAULT_ENCODER: list[CachedEncoder] = []
 
 
@@ -313,6 +338,11 @@ class DenseScorer:
         if not texts:
             return _ZeroIndex(0)
         return _DenseIndex(self.encoder(texts), self.encoder)
+
+    def vector_index(self, keys: Sequence[str], matrix: np.ndarray) -> ScoreIndex:
+        """Score items given as vectors (e.g. a child zone's centroid) by cosine with the
+        intent's embedding; rows must be unit vectors of the encoder's model."""
+        return _DenseIndex(np.asarray(matrix, dtype=np.float32), self.encoder)
 
 
 def facets(text: str, limit: int = 8) -> list[str]:

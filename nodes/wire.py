@@ -7,11 +7,18 @@ forms the protocol uses:
 * fully expanded (SRV style): ``_mcp._tcp.history.weather.tools.``
 * partially unfolded (search cursor): ``_mcp._tcp._history.weather.tools.`` — the extra
   ``_`` on the first domain label marks that the walk is still going on at that zone.
+
+It also holds the optional *scores* option (our extension, not in the paper): a query
+carries it empty to ask for relevance scores, as NSID does (RFC 5001 §2.1), and a
+semantic reply carries one IEEE-754 float32 per choice, best first — per child zone of a
+referral (in NS order) or per SRV record of an answer. A resolver needs them to compare
+choices made by different servers (global beam, score-ordered merge).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -19,6 +26,8 @@ from dnslib import EDNS0, QTYPE, DNSLabel, DNSRecord, EDNSOption
 
 #: Default option code, from the RFC 6891 local/experimental range 65001–65534.
 DEFAULT_OPTION_CODE = 65432
+#: The scores option (see the module docstring), next to it in the same range.
+SCORES_OPTION_CODE = 65433
 INTENT_VERSION = 0
 _HEADER = struct.Struct("!BHB")  # version (8) · payload length (16) · K (8)
 
@@ -75,12 +84,40 @@ class Intent:
         return cls(text=text, k=k, version=version)
 
 
+def encode_scores(scores: Sequence[float]) -> bytes:
+    """Scores option data: one big-endian float32 per choice, best first."""
+    return struct.pack(f"!{len(scores)}f", *scores)
+
+
+def decode_scores(data: bytes) -> list[float]:
+    """Parse scores option data; raises :class:`IntentError` unless it is whole float32s."""
+    if len(data) % 4:
+        raise IntentError(f"scores option of {len(data)} bytes is not a list of float32")
+    return list(struct.unpack(f"!{len(data) // 4}f", data))
+
+
 def opt_record(
-    intent: Intent | None, option_code: int = DEFAULT_OPTION_CODE, udp_size: int = DEFAULT_EDNS_SIZE
+    intent: Intent | None, option_code: int = DEFAULT_OPTION_CODE,
+    udp_size: int = DEFAULT_EDNS_SIZE, want_scores: bool = False,
+    scores_code: int = SCORES_OPTION_CODE,
 ) -> EDNS0:
-    """An OPT pseudo-record advertising ``udp_size``, carrying the intent if given."""
+    """An OPT pseudo-record advertising ``udp_size``, carrying the intent if given (and an
+    empty scores option when ``want_scores``)."""
     opts = [EDNSOption(option_code, intent.encode())] if intent is not None else []
+    if want_scores:
+        opts.append(EDNSOption(scores_code, b""))
     return EDNS0(udp_len=udp_size, opts=opts)
+
+
+def get_scores(msg: DNSRecord, scores_code: int = SCORES_OPTION_CODE) -> list[float] | None:
+    """The scores a reply carries, or None; raises IntentError if malformed."""
+    opt = find_opt(msg)
+    if opt is None:
+        return None
+    for option in opt.rdata:
+        if option.code == scores_code:
+            return decode_scores(bytes(option.data))
+    return None
 
 
 def find_opt(msg: DNSRecord):  # -> RR | None (dnslib has no precise type)

@@ -33,6 +33,9 @@ class Delegation:
     # texts of representative tools below the child; when any child has some, the parent
     # scores each child by its best representative (MaxSim) instead of by its summary
     representatives: tuple[str, ...] = ()
+    # (service, unit vector) pairs: the mean sentence embedding of the child's tools of
+    # that service; when children carry them, a dense parent routes by cosine with them
+    centroids: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,7 +115,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     from sim.live import ResolverEndpoint
 
     zone_of = {m["address"]: m["zone"] for m in manifest["servers"]}
-    config = ResolverConfig(dns_port=port, option_code=code, beam=args.beam)
+    config = ResolverConfig(dns_port=port, option_code=code, beam=args.beam,
+                            search=args.search, merge=args.merge)
     resolver = RecursiveResolver(manifest["root_hints"], random.Random(args.seed), config)
     request = Discovery(args.intent, service=args.service, k=args.k, start=args.start,
                         beam=args.beam)
@@ -260,7 +261,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                             "test_fraction": args.test_fraction},
                 "taxonomy": {"kind": args.taxonomy, "branching": args.branching,
                              "depth": args.depth, "leaf_size": args.leaf_size,
-                             "representatives": args.representatives},
+                             "representatives": args.representatives,
+                             "vectors": args.vectors, "centroids": args.centroids},
                 "methods": args.methods.split(",") if args.methods else DEFAULT_METHODS,
                 "k": args.k, "llm": {"url": args.llm_url, "model": args.llm_model},
                 "cache_dir": args.cache_dir})
@@ -274,14 +276,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     table = Table(title=f"retrieval: {spec.name} (K = {spec.k})")
     for col in ("method", "queries", "hit@1 cat", "hit@K cat", "hit@1 tool", "recall@K", "MRR",
-                "C(q)", "tokens", "ms"):
+                "C(q)", "% pool", "% all", "tokens", "ms"):
         table.add_column(col)
     for _, r in result["summary"].iterrows():
         table.add_row(r["method"], str(int(r["queries"])), *(
             "—" if v != v else f"{100 * v:.1f}" for v in (r.hit1_cat, r.hitk_cat, r.hit1_tool,
                                                            r.recall_k)),
-            "—" if r.rr != r.rr else f"{r.rr:.3f}", f"{r.examined:.0f}", f"{r.tokens:.0f}",
-            f"{r.time_ms:.2f}")
+            "—" if r.rr != r.rr else f"{r.rr:.3f}", f"{r.examined:.0f}",
+            f"{100 * r.examined_frac:.2f}", f"{100 * r.examined_frac_all:.2f}",
+            f"{r.tokens:.0f}", f"{r.time_ms:.2f}")
     console.print(table)
     console.print(f"results in {result['out']}")
     return 0
@@ -314,6 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--service", default="mcp", help="mcp | a2a | rest | skill")
     p.add_argument("-k", type=int, default=3, help="top-K per pruning step (0 = all)")
     p.add_argument("--beam", type=int, default=1, help="branches explored per level")
+    p.add_argument("--search", choices=["split", "global"], default="split",
+                   help="global: keep the best B children of each level by the servers' "
+                   "scores (scores option)")
+    p.add_argument("--merge", choices=["round-robin", "score"], default="round-robin",
+                   help="order the leaves' tools round-robin or by the servers' scores")
     p.add_argument("--start", default="tools.", help="zone to start at (trust: an org zone)")
     p.add_argument("--manifest", default="tooldns-manifest.json")
     p.add_argument("--via-resolver", action="store_true",
@@ -359,6 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--representatives", type=int, default=0,
                    help="route by each zone's N representative tools (MaxSim) instead of "
                    "its summary; each one scored counts as an item examined")
+    p.add_argument("--vectors", choices=["tfidf", "dense"], default="tfidf",
+                   help="cluster: the vectors the tree is clustered with")
+    p.add_argument("--centroids", action="store_true",
+                   help="route by each child's mean tool embedding for the query's service "
+                   "(dense scorer; the servers do the same with Delegation.centroids)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--llm-url", help="OpenAI-compatible endpoint for the llm scorer/context")
     p.add_argument("--llm-model", default="default")

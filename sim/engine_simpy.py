@@ -15,6 +15,7 @@ from time import perf_counter
 import numpy as np
 import simpy
 
+from nodes.codec import parse_query
 from nodes.resolver import Outgoing
 from sim.accounting import IPV4, TCP, UDP
 from sim.engines import AGENT_PORT, EngineOutput, RunPlan
@@ -59,6 +60,12 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
     ip_of = {role: ip for ip, role in plan.role_of.items()}
     done_events: dict[int, simpy.Event] = {}
     faults = plan.faults
+    code = plan.hierarchy.option_code
+
+    def semantic(data: bytes) -> bool:
+        """Whether a query carries the intent option (servers' costly class)."""
+        view = parse_query(data)
+        return view is not None and any(c == code for c, _ in view.options)
 
     def transmit(src: str, msg: Outgoing) -> None:
         dst = msg.dst[0]
@@ -100,6 +107,11 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
             "resolver" if dst in plan.resolvers else "agent")
         cost = {"server": plan.server_time, "resolver": plan.resolver_time,
                 "agent": plan.agent_time}[kind]
+        if server is not None and (plan.server_semantic_time is not None
+                                   or plan.measure is not None) and semantic(data):
+            kind = "server_semantic"  # ranking (and maybe embedding) costs more
+            if plan.server_semantic_time is not None:
+                cost = plan.server_semantic_time
         start = max(env.now, busy.get(dst, 0.0))
         busy[dst] = start + cost
 

@@ -35,6 +35,7 @@ class RunPlan:
     warm_services: tuple[str, ...] = ()
     closed_loop: bool = False
     server_time: float = 50e-6  # simulated processing per message received (seconds)
+    server_semantic_time: float | None = None  # queries with the intent option (None: as above)
     resolver_time: float = 20e-6
     agent_time: float = 0.0
     measure: dict[str, list[float]] | None = None  # simpy only: measured cost per node kind

@@ -11,8 +11,12 @@ Methods (``--methods``; ``SCORER`` is one of ``bm25 tfidf dense maxsim llm``):
   same ``ranker``) and the resolver's beam split and round-robin merge, so the answers
   are the ones the DNS walk returns (``tests/test_eval.py`` checks that against a
   resolver walking servers in memory). ``tooldns:SCORER:B:score`` merges the reached
-  leaves' lists by the tools' scores instead (evaluator only: no scores reach the
-  resolver). With ``taxonomy.representatives`` N > 0 every zone carries N representative
+  leaves' lists by the tools' scores instead, and ``tooldns:SCORER:B:global`` keeps the
+  best B children of each level over all zones (resolver ``merge="score"`` and
+  ``search="global"``: the servers send their scores in the scores option). With
+  ``taxonomy.centroids`` every zone carries one mean tool embedding per service and
+  parents route a query by cosine with the centroid of its service (dense scorer).
+  With ``taxonomy.representatives`` N > 0 every zone carries N representative
   tools (k-means medoids of its subtree) and parents score a child by its best
   representative (MaxSim), as ``nodes.authoritative`` does with ``Delegation.representatives``;
   every representative scored counts in C(q).
@@ -27,8 +31,9 @@ Methods (``--methods``; ``SCORER`` is one of ``bm25 tfidf dense maxsim llm``):
 
 Metrics per query: hit@1 / hit@K by category (a returned tool in the ground truth's leaf
 category of the catalogue, the paper's definition) and by exact tool, recall@K, reciprocal
-rank, C(q) = items scored (children + tools), tokens an LLM scorer would read (≈ chars/4
-of everything scored), scoring time.
+rank, C(q) = items scored (children + tools; also as a share of the query's service pool
+and of all tools, the paper's N), tokens an LLM scorer would read (≈ chars/4 of everything
+scored), scoring time.
 """
 
 from __future__ import annotations
@@ -79,6 +84,7 @@ from topologies.datasets import (
 from topologies.namespace import TLD, Namespace, Query
 from topologies.taxonomy import (
     TaxonomyConfig,
+    add_centroids,
     add_representatives,
     balance_stats,
     build_taxonomy,
@@ -192,21 +198,30 @@ class InProcessHierarchy:
         self.ns = ns
         self.scorer = scorer
         self.below = ns.services_below()
-        self._children: dict[str, tuple[Ranker, list[str], object]] = {}
+        self._children: dict[tuple[str, str], tuple[Ranker, list[str], object]] = {}
         self._eligible: dict[tuple[str, str], list[int]] = {}
         self._tools: dict[tuple[str, str], tuple[Ranker, list[str], object, int]] = {}
 
     def children(self, zone: str, service: str) -> tuple[Ranker, list[str], list[int], object]:
-        entry = self._children.get(zone)
-        if entry is None:
-            kids = self.ns.zones[zone].children
-            nodes = [self.ns.zones[c] for c in kids]
-            if any(n.representatives for n in nodes):  # as nodes.authoritative.child_index
+        kids = self.ns.zones[zone].children
+        nodes = [self.ns.zones[c] for c in kids]
+        by_service = any(n.centroids for n in nodes)  # centroids differ per service
+        entry = self._children.get((zone, service if by_service else ""))
+        if entry is None:  # as nodes.authoritative.child_index
+            if by_service:
+                vector_index = getattr(self.scorer, "vector_index", None)
+                if vector_index is None:
+                    raise ValueError("the tree routes by centroids: use the dense scorer")
+                dim = len(next(iter(next(n for n in nodes if n.centroids).centroids.values())))
+                index = vector_index(kids, np.array(
+                    [n.centroids.get(service, (0.0,) * dim) for n in nodes], dtype=np.float32))
+            elif any(n.representatives for n in nodes):
                 index = group_max_index(self.scorer, kids,
                                         [n.representatives or [n.summary] for n in nodes])
             else:
                 index = self.scorer.index(kids, [n.summary for n in nodes])
-            entry = self._children[zone] = (ranker(index), kids, index)
+            entry = (ranker(index), kids, index)
+            self._children[(zone, service if by_service else "")] = entry
         eligible = self._eligible.get((zone, service))
         if eligible is None:
             eligible = self._eligible[(zone, service)] = [
@@ -243,8 +258,8 @@ class InProcessHierarchy:
              start: str = TLD, merge: str = "rr") -> Ranked:
         """The resolver's Algorithm 1 with beam ``beam`` (see ``nodes.resolver``).
 
-        ``merge="score"`` (evaluator only: the resolver sees no scores) merges the leaves'
-        lists by the tools' scores instead of round-robin."""
+        ``merge="score"`` merges the leaves' lists by the tools' scores instead of
+        round-robin (resolver ``merge="score"``)."""
         branches = [(start, max(1, beam))]
         results: dict[str, list[str]] = {}
         scored: dict[str, list[float]] = {}
@@ -260,7 +275,7 @@ class InProcessHierarchy:
                     results[zone] = [ids[i] for i in chosen]
                     if merge == "score" and chosen:
                         sc = np.asarray(self.leaf_index(zone, service).scores(intent))
-                        scored[zone] = [float(sc[i]) for i in chosen]
+                        scored[zone] = [_f32(sc[i]) for i in chosen]
                     order.append(zone)
                     examined += len(ids)
                     tools_examined += len(ids)
@@ -279,9 +294,10 @@ class InProcessHierarchy:
         return Ranked(merged, examined, tools_examined, tokens, order)
 
     def global_walk(self, intent: str, service: str, k: int, beam: int) -> Ranked:
-        """Level-wise global beam (evaluator only: it compares scores across servers): at
-        every level the children of all frontier zones are scored and the best ``beam``
-        overall are kept; the reached leaves' tools are merged by score."""
+        """Level-wise global beam, as the resolver's ``search="global"`` walks it with the
+        servers' scores option: every frontier zone refers its top-K children with their
+        scores, the best ``beam`` of all are kept; the reached leaves' tools are merged by
+        score."""
         frontier = [TLD]
         results: dict[str, list[str]] = {}
         scored: dict[str, list[float]] = {}
@@ -295,19 +311,20 @@ class InProcessHierarchy:
                     chosen = rank(intent, k) if ids else []
                     sc = np.asarray(index.scores(intent)) if chosen else []  # type: ignore[attr-defined]
                     results[zone] = [ids[i] for i in chosen]
-                    scored[zone] = [float(sc[i]) for i in chosen]
+                    scored[zone] = [_f32(sc[i]) for i in chosen]
                     order.append(zone)
                     examined += len(ids)
                     tools_examined += len(ids)
                     tokens += tok + approx_tokens(intent)
                     continue
-                _, kids, eligible, index = self.children(zone, service)
+                rank, kids, eligible, index = self.children(zone, service)
                 if not eligible:
                     continue
                 sc = np.asarray(index.scores(intent), dtype=float)  # type: ignore[attr-defined]
                 examined += self.child_items(zone, eligible)
                 tokens += self.summary_tokens(zone, eligible) + approx_tokens(intent)
-                cands += [(-float(sc[i]), len(cands), kids[i]) for i in eligible]
+                top = rank(intent, k, eligible)  # what the server refers
+                cands += [(-_f32(sc[i]), len(cands) + j, kids[i]) for j, i in enumerate(top)]
             frontier = [z for *_, z in sorted(cands)[: max(1, beam)]]
         return Ranked(_score_merge(results, scored, order, k), examined, tools_examined,
                       tokens, order)
@@ -342,6 +359,12 @@ class InProcessHierarchy:
                 nxt += [kids[eligible[i]] for i in select(scores, policy)]
             frontier = nxt
         return Ranked(_merge(results, order, k), examined, tools_examined, tokens, order)
+
+
+def _f32(score: float) -> float:
+    """A score as the scores option carries it (float32), so cross-server comparisons
+    here order exactly as the resolver's do."""
+    return float(np.float32(score))
 
 
 def select(scores: np.ndarray, policy: str) -> list[int]:
@@ -495,6 +518,7 @@ class Evaluator:
         self._hier: dict[str, InProcessHierarchy] = {}
         self._flat: dict[str, FlatIndex] = {}
         self._grail: GrailIndex | None = None
+        self.n_tools = sum(canonical_id(t) == t for t in ns.tools)  # copies are one tool
         self.zones_of: dict[str, set[str]] = defaultdict(set)
         for tid, tool in ns.tools.items():
             self.zones_of[canonical_id(tid)].add(tool.zone)
@@ -612,12 +636,14 @@ class Evaluator:
             "rr": nan if ranked else rr,
             "examined": r.examined, "tools_examined": r.tools_examined,
             "examined_frac": r.examined / pool if pool else nan,
+            # the paper's search space counts against every tool N (seed 000, Fig. 8)
+            "examined_frac_all": r.examined / self.n_tools if self.n_tools else nan,
             "tokens": r.tokens, "time_ms": elapsed * 1e3, "pool": pool,
         }
 
 
 METRICS = ("hit1_cat", "hitk_cat", "hit1_tool", "hitk_tool", "recall_k", "rr", "examined",
-           "examined_frac", "tokens", "time_ms")
+           "examined_frac", "examined_frac_all", "tokens", "time_ms")
 
 
 def summarise(df: pd.DataFrame, by: Sequence[str] = ("method",)) -> pd.DataFrame:
@@ -630,8 +656,9 @@ def summarise(df: pd.DataFrame, by: Sequence[str] = ("method",)) -> pd.DataFrame
 def markdown_table(summary: pd.DataFrame, k: int) -> str:
     """The method table as GitHub markdown (percentages for rates)."""
     head = (f"| method | queries | hit@1 cat | hit@{k} cat | hit@1 tool | hit@{k} tool | "
-            f"recall@{k} | MRR | C(q) | C(q) % of pool | tokens/query | ms/query |")
-    lines = [head, "|" + "---|" * 12]
+            f"recall@{k} | MRR | C(q) | C(q) % of pool | C(q) % of all | tokens/query | "
+            f"ms/query |")
+    lines = [head, "|" + "---|" * 13]
 
     def pct(x: float) -> str:
         return "—" if x != x else f"{100 * x:.1f}"
@@ -641,7 +668,8 @@ def markdown_table(summary: pd.DataFrame, k: int) -> str:
             f"| {r['method']} | {int(r['queries'])} | {pct(r['hit1_cat'])} | "
             f"{pct(r['hitk_cat'])} | {pct(r['hit1_tool'])} | {pct(r['hitk_tool'])} | "
             f"{pct(r['recall_k'])} | {'—' if r['rr'] != r['rr'] else f'{r.rr:.3f}'} | "
-            f"{r['examined']:.0f} | {100 * r['examined_frac']:.2f} | {r['tokens']:.0f} | "
+            f"{r['examined']:.0f} | {100 * r['examined_frac']:.2f} | "
+            f"{100 * r['examined_frac_all']:.2f} | {r['tokens']:.0f} | "
             f"{r['time_ms']:.2f} |")
     return "\n".join(lines) + "\n"
 
@@ -718,6 +746,8 @@ class TaxonomySpec(_Spec):
     representatives: int = Field(0, ge=0, description="route by N representative tools "
                                  "per zone (MaxSim) instead of the summary; 0 = summary")
     representative_vectors: Literal["tfidf", "dense"] = "dense"
+    centroids: bool = Field(False, description="route by each child's mean tool embedding "
+                            "for the query's service (dense scorer only)")
 
 
 class LLMSpec(_Spec):
@@ -783,7 +813,16 @@ def load_dataset(spec: EvalScenario) -> tuple[list[Row], list[Row]]:
 
 def build_namespace(spec: EvalScenario, rows: Sequence[Row], queries: Sequence[Row],
                     encoder: Callable | None = None) -> tuple[Namespace, dict]:
-    tx = spec.taxonomy
+    ns = taxonomy_namespace(spec.taxonomy, rows, queries, spec.seed,
+                            f"{spec.name}:{spec.taxonomy.kind}", encoder)
+    return ns, balance_stats(ns)
+
+
+def taxonomy_namespace(tx: TaxonomySpec, rows: Sequence[Row], queries: Sequence[Row],
+                       seed: int = 0, origin: str = "taxonomy",
+                       encoder: Callable | None = None) -> Namespace:
+    """The namespace a taxonomy spec builds over catalogue rows (also used by network
+    scenarios, ``namespace.taxonomy``): the tree, then representatives and centroids."""
     if tx.kind == "categories":
         tax = from_categories(rows, tx.min_size)
     else:
@@ -791,14 +830,16 @@ def build_namespace(spec: EvalScenario, rows: Sequence[Row], queries: Sequence[R
             branching=tx.branching, depth=tx.depth, leaf_size=tx.leaf_size,
             min_size=tx.min_size, multi_parent=tx.multi_parent, vectors=tx.vectors,
             summary_terms=tx.summary_terms, summary_examples=tx.summary_examples,
-            seed=spec.seed), encoder=encoder)
-    ns = tax.namespace(rows, queries, origin=f"{spec.name}:{tx.kind}")
+            seed=seed), encoder=encoder)
+    ns = tax.namespace(rows, queries, origin=origin)
     if tx.representatives:
         rep_encoder = None
         if tx.representative_vectors == "dense":
             rep_encoder = encoder or default_encoder()
-        add_representatives(ns, tx.representatives, rep_encoder, spec.seed)
-    return ns, balance_stats(ns)
+        add_representatives(ns, tx.representatives, rep_encoder, seed)
+    if tx.centroids:
+        add_centroids(ns, encoder or default_encoder())
+    return ns
 
 
 def run_eval(spec: EvalScenario, out: Path | None = None,

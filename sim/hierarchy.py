@@ -11,7 +11,15 @@ from dataclasses import dataclass, field, replace
 
 from nodes.authoritative import AuthoritativeServer
 from nodes.resolver import RecursiveResolver, ResolverConfig
-from nodes.scoring import OracleScorer, Scorer, make_scorer
+from nodes.scoring import (
+    CachedEncoder,
+    DenseScorer,
+    OracleScorer,
+    Scorer,
+    default_encoder,
+    make_scorer,
+    node_encoder,
+)
 from nodes.wire import DEFAULT_OPTION_CODE
 from nodes.zone import Ttls
 from topologies.namespace import ROOT, Namespace, assign_servers
@@ -28,10 +36,16 @@ class Hierarchy:
     scorer_name: str = "bm25"
     manifest: list[dict] = field(default_factory=list)
     option_code: int = DEFAULT_OPTION_CODE
+    given_scorer: Scorer | None = None  # a scorer object passed in (shared with the servers)
+    encoder: CachedEncoder | None = None  # dense: the shared model and tool-text cache
 
     def scorer(self) -> Scorer:
-        """A fresh scorer of the hierarchy's kind (the resolver's query mock uses one)."""
-        return _scorer(self.scorer_name, self.namespace)
+        """A scorer of the hierarchy's kind for one more node (resolver query mock, registry):
+        a fresh one for a named kind (dense: its own intent cache over the shared model),
+        the object itself when one was given."""
+        if self.given_scorer is not None:
+            return self.given_scorer
+        return _scorer(self.scorer_name, self.namespace, self.encoder)
 
     def resolver(
         self, seed: int = 0, config: ResolverConfig | None = None, name: str = "resolver"
@@ -43,22 +57,34 @@ class Hierarchy:
                                  scorer=self.scorer(), name=name)
 
 
-def _scorer(name: str, ns: Namespace) -> Scorer:
-    return OracleScorer(ns.oracle_truth()) if name == "oracle" else make_scorer(name)
+def _scorer(name: str, ns: Namespace, encoder: CachedEncoder | None = None) -> Scorer:
+    if name == "oracle":
+        return OracleScorer(ns.oracle_truth())
+    if name == "dense":
+        return DenseScorer(node_encoder(encoder or default_encoder()))
+    return make_scorer(name)
 
 
 def build_hierarchy(
     ns: Namespace,
     replicas: int = 1,
-    scorer: str = "bm25",
+    scorer: str | Scorer = "bm25",
     ttls: Ttls | None = None,
     first_address: str = "127.1.0.1",
     max_udp_size: int = 1232,
     option_code: int = DEFAULT_OPTION_CODE,
+    encoder: CachedEncoder | None = None,
 ) -> Hierarchy:
-    """One :class:`AuthoritativeServer` per (zone, replica); they share one scorer object."""
+    """One :class:`AuthoritativeServer` per (zone, replica); they share one scorer object,
+    except with ``scorer="dense"``: the tools' texts are embedded once, here (``encoder``, a
+    disk cache if given), and every server embeds each intent it sees itself, with its own
+    cache, as separate machines would; so does every node :meth:`Hierarchy.scorer` equips."""
     servers_by_zone = assign_servers(ns, replicas=replicas, first=first_address)
-    shared = _scorer(scorer, ns)
+    if scorer == "dense":  # the zones' tool texts, embedded once (what servers publish)
+        base = encoder or default_encoder()
+        texts = [f"{t.name} {t.description}" for t in ns.tools.values()]
+        encoder = CachedEncoder(base._encode, dict(zip(texts, base(texts), strict=True)))
+    shared = scorer if not isinstance(scorer, str) else _scorer(scorer, ns, encoder)
     servers: dict[str, AuthoritativeServer] = {}
     zone_of: dict[str, str] = {}
     manifest = []
@@ -66,11 +92,15 @@ def build_hierarchy(
         role = "root" if zone.name == ROOT else "tld" if zone.name == "tools." else (
             "leaf" if zone.is_leaf else "intermediate")
         for ref in zone.servers:
+            own = _scorer("dense", ns, encoder) if scorer == "dense" else shared
             servers[ref.address] = AuthoritativeServer(
-                [zone], scorer=shared, option_code=option_code, max_udp_size=max_udp_size,
+                [zone], scorer=own, option_code=option_code, max_udp_size=max_udp_size,
                 name=ref.host)
             zone_of[ref.address] = zone.name
             manifest.append({"role": role, "zone": zone.name, "host": ref.host,
                              "address": ref.address, "org": zone.org})
     root_hints = [ref.address for ref in servers_by_zone[ROOT]]
-    return Hierarchy(ns, servers, zone_of, root_hints, scorer, manifest, option_code)
+    name = scorer if isinstance(scorer, str) else scorer.name
+    given = None if isinstance(scorer, str) else scorer
+    return Hierarchy(ns, servers, zone_of, root_hints, name, manifest, option_code, given,
+                     encoder if scorer == "dense" else None)

@@ -64,10 +64,15 @@ class HostPart:
 
 
 def check_supported(plan: RunPlan, engine: str) -> None:
-    """These engines run ToolDNS schemes; HTTP-registry schemes are refused clearly."""
+    """These engines run ToolDNS schemes; HTTP-registry schemes, fault schedules and the
+    dense scorer are refused clearly."""
     if getattr(plan, "registry", None) is not None:
         raise ScenarioError(f"schemes: scheme {plan.scheme!r} is an HTTP-registry scheme; the "
                             f"{engine} engine runs ToolDNS schemes only (use simpy or live)")
+    if plan.hierarchy.scorer_name == "dense":
+        raise ScenarioError(f"namespace.scorer: the dense scorer runs on the simpy and live "
+                            f"engines; the {engine} engine would load the sentence model in "
+                            f"every host process (use simpy or live)")
     if getattr(plan, "faults", None) is not None:
         raise ScenarioError(f"faults: fault schedules run on the simpy and live engines; the "
                             f"{engine} engine does not apply them (remove faults: or change "

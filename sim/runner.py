@@ -20,11 +20,13 @@ import pandas as pd
 from nodes.agent import StubAgent, StubResult
 from nodes.registry_client import RegistryAgent, RegistryConfig, RegistryResult
 from nodes.resolver import Discovery, DiscoveryResult, ResolverConfig
+from nodes.scoring import CachedEncoder, default_encoder
 from nodes.zone import Ttls
 from sim.accounting import TcpModel, WireCost, http_cost, keepalive_acks, steps_cost
 from sim.atomic import atomic_write
 from sim.capture import Capture, attribute, read_packets
 from sim.engines import Engine, EngineOutput, RunPlan
+from sim.evaluate import disk_cached_encoder, save_encoder_cache, taxonomy_namespace
 from sim.faults import attach_faults, fault_report, registry_address
 from sim.hierarchy import Hierarchy, build_hierarchy
 from sim.registries import (
@@ -38,6 +40,7 @@ from sim.scenario import Scenario, ScenarioError, SchemeSpec, resolved_yaml
 from sim.trust import sign_hierarchy, trust_policy, trust_report
 from sim.workload import Job, build_jobs
 from topologies import network as net
+from topologies.datasets import load_catalog, load_queries
 from topologies.namespace import Namespace, from_catalog, inject_rogue, synthetic
 
 
@@ -68,6 +71,21 @@ ENGINES = ("simpy", "live", "ray", "mininet")
 # ------------------------------------------------------------------------ building
 
 
+def namespace_encoder(sc: Scenario) -> CachedEncoder | None:
+    """The dense scenario's shared sentence encoder (disk-cached with ``cache_dir``)."""
+    if sc.namespace.scorer != "dense" and not (sc.namespace.taxonomy and (
+            sc.namespace.taxonomy.vectors == "dense" or sc.namespace.taxonomy.centroids)):
+        return None
+    key = sc.namespace.cache_dir or ""
+    if key not in _ENCODERS:
+        _ENCODERS[key] = (disk_cached_encoder(sc.namespace.cache_dir) if key
+                          else default_encoder())
+    return _ENCODERS[key]
+
+
+_ENCODERS: dict[str, CachedEncoder] = {}  # one model (and cache) per process and folder
+
+
 def build_namespace(sc: Scenario) -> Namespace:
     spec = sc.namespace
     if spec.source == "catalog":
@@ -75,7 +93,13 @@ def build_namespace(sc: Scenario) -> Namespace:
         queries = spec.queries
         if queries is None and (Path(spec.catalog).parent / "queries.jsonl").exists():
             queries = str(Path(spec.catalog).parent / "queries.jsonl")
-        ns = from_catalog(spec.catalog, queries, limit=spec.limit, protocols=spec.protocols)
+        if spec.taxonomy is None:  # the catalogue's own categories
+            ns = from_catalog(spec.catalog, queries, limit=spec.limit, protocols=spec.protocols)
+        else:
+            rows = load_catalog(spec.catalog, spec.limit, spec.protocols)
+            qrows = load_queries(queries, [r["id"] for r in rows]) if queries else []
+            ns = taxonomy_namespace(spec.taxonomy, rows, qrows, sc.seed,
+                                    f"{sc.name}:{spec.taxonomy.kind}", namespace_encoder(sc))
     else:
         n_queries = max(sc.workload.pool or 0, sc.workload.queries, 200)
         ns = synthetic(n_tools=spec.tools, branching=spec.branching, depth=spec.depth,
@@ -153,11 +177,15 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
     ttls = Ttls(ns=sc.caches.ns_ttl, srv=sc.caches.srv_ttl, a=sc.caches.a_ttl,
                 negative=sc.caches.negative_ttl)
     hierarchy = build_hierarchy(ns, replicas=sc.namespace.replicas, scorer=sc.namespace.scorer,
-                                ttls=ttls, max_udp_size=sc.namespace.max_udp_size)
+                                ttls=ttls, max_udp_size=sc.namespace.max_udp_size,
+                                encoder=namespace_encoder(sc))
+    if (encoder := namespace_encoder(sc)) is not None:
+        save_encoder_cache(encoder)  # the tools' embeddings, for the next run (disk cache)
     network = build_network(sc, hierarchy)
     anchor = sign_hierarchy(hierarchy, sc.seed) if sc.namespace.dnssec else ""
     trust = scheme.trust or sc.trust
-    config = ResolverConfig(mode=scheme.mode, beam=scheme.beam, timeout=scheme.timeout,
+    config = ResolverConfig(mode=scheme.mode, beam=scheme.beam, search=scheme.search,
+                            merge=scheme.merge, timeout=scheme.timeout,
                             max_attempts=scheme.max_attempts, query_mock=scheme.query_mock,
                             cache=scheme.cache, dns_port=dns_port, selection=scheme.selection,
                             srtt_decay=scheme.srtt_decay, serve_stale=scheme.serve_stale,
@@ -167,7 +195,9 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
         scenario_name=sc.name, scheme=scheme.name, seed=sc.seed, hierarchy=hierarchy,
         resolvers={}, agents={}, agent_order=list(network.agents), role_of=network.role_of,
         path=network.path, jobs=jobs, requests={},
-        server_time=sc.network.processing.server, resolver_time=sc.network.processing.resolver,
+        server_time=sc.network.processing.server,
+        server_semantic_time=sc.network.processing.server_semantic,
+        resolver_time=sc.network.processing.resolver,
         agent_time=sc.network.processing.agent,
         dns_port=dns_port, closed_loop=sc.workload.arrival.process == "closed",
     )

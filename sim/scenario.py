@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sim.evaluate import TaxonomySpec
+
 Service = Literal["mcp", "a2a", "rest", "skill"]
 Seconds = Annotated[float, Field(ge=0)]
 
@@ -51,10 +53,14 @@ class LinkSpecModel(_Model):
 class ProcessingSpec(_Model):
     """Per-message processing time of nodes (seconds) in the simulation, or ``calibrated``:
     measured on this machine by a short simulated pre-run of the same plan (median cost of
-    ``handle``/``receive`` per node kind), then used as fixed values."""
+    ``handle``/``receive`` per node kind, servers' semantic queries apart), then used as
+    fixed values."""
 
     model: Literal["fixed", "calibrated"] = "fixed"
     server: Seconds = 50e-6
+    # a query carrying the intent option (ranking; with a dense scorer, embedding the
+    # intent); default: the same as ``server``
+    server_semantic: Seconds | None = None
     resolver: Seconds = 20e-6
     agent: Seconds = 0.0
 
@@ -82,7 +88,12 @@ class NamespaceSpec(_Model):
     limit: int | None = Field(None, ge=1)
     protocols: tuple[Service, ...] | None = None
     replicas: int = Field(1, ge=1, le=8)
-    scorer: Literal["bm25", "tfidf", "oracle"] = "bm25"
+    scorer: Literal["bm25", "tfidf", "oracle", "dense"] = "bm25"
+    # catalog source: build this tree (e.g. clustered, with centroids) instead of the
+    # catalogue's own categories; the same spec as an eval file's taxonomy (sim.evaluate)
+    taxonomy: TaxonomySpec | None = None
+    cache_dir: str | None = Field(None, description="dense: keep sentence embeddings on "
+                                  "disk here (relative to where tooldns runs)")
     max_udp_size: int = Field(1232, ge=512, le=65535)
     rogue: RogueSpec | None = None  # a rogue publisher's look-alike tools
     dnssec: bool = False  # sign every zone (replies to DO queries carry RRSIG/DS/DNSKEY)
@@ -91,6 +102,10 @@ class NamespaceSpec(_Model):
     def _check(self) -> NamespaceSpec:
         if self.source == "catalog" and not self.catalog:
             raise ValueError("catalog: needed when source is 'catalog' (a catalogue JSONL path)")
+        if self.taxonomy is not None and self.source != "catalog":
+            raise ValueError("taxonomy: builds a tree over a catalogue (source: catalog)")
+        if self.taxonomy is not None and self.taxonomy.centroids and self.scorer != "dense":
+            raise ValueError("taxonomy.centroids: routing by centroids needs scorer: dense")
         return self
 
 
@@ -141,6 +156,10 @@ class SchemeSpec(_Model):
     kind: Literal["tooldns", "agentdns", "ans"] = "tooldns"
     k: int = Field(3, ge=0, le=255)
     beam: int = Field(1, ge=1)
+    # the beam kept per branch ("split", Algorithm 1) or the best B of each level over all
+    # zones ("global"); both need the servers' scores (scores option), as "merge: score" does
+    search: Literal["split", "global"] = "split"
+    merge: Literal["round-robin", "score"] = "round-robin"
     mode: Literal["aware", "strip", "pass-through"] = "aware"
     cache: bool = True
     query_mock: bool = True
@@ -183,8 +202,10 @@ class SchemeSpec(_Model):
                 if getattr(self, name):
                     raise ValueError(f"{name}: applies to registry schemes (kind agentdns "
                                      f"or ans), not tooldns")
-        elif self.warm or self.mode != "aware" or self.beam != 1:
-            raise ValueError("kind: warm, mode and beam apply to tooldns schemes only")
+        elif (self.warm or self.mode != "aware" or self.beam != 1 or self.search != "split"
+              or self.merge != "round-robin"):
+            raise ValueError("kind: warm, mode, beam, search and merge apply to tooldns "
+                             "schemes only")
         return self
 
 

@@ -5,8 +5,18 @@ from __future__ import annotations
 import pytest
 from dnslib import EDNS0, QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
-from nodes.authoritative import AuthoritativeServer
-from nodes.wire import DEFAULT_OPTION_CODE, Intent, find_opt, normalise, opt_record
+from nodes.authoritative import AuthoritativeServer, child_index
+from nodes.wire import (
+    DEFAULT_OPTION_CODE,
+    Intent,
+    IntentError,
+    decode_scores,
+    encode_scores,
+    find_opt,
+    get_scores,
+    normalise,
+    opt_record,
+)
 from nodes.zone import Delegation, ServerRef, ToolRecord, ZoneData
 
 SRC = ("127.0.0.9", 5555)
@@ -534,3 +544,61 @@ def test_reply_echoes_id_question_and_rd(weather):
     assert reply.header.ra == 0
     assert [(str(x.qname), x.qtype) for x in reply.questions] == [("Weather.Tools.", QTYPE.SOA)]
     assert find_opt(reply) is not None  # EDNS in, EDNS out
+
+
+# ------------------------------------------------------------------ scores option
+
+
+def scored_query(qname: str, text: str, k: int, scores: bool = True) -> bytes:
+    q = DNSRecord(DNSHeader(id=77, qr=0, rd=0))
+    q.add_question(DNSQuestion(qname, QTYPE.SRV))
+    q.add_ar(opt_record(Intent(text, k=k), want_scores=scores))
+    return q.pack()
+
+
+def test_scores_option_lists_one_score_per_child_best_first(weather):
+    reply, _ = ask(weather, scored_query("_mcp._tcp._weather.tools.", "rain radar forecast", 3))
+    scores = get_scores(reply)
+    assert scores is not None and len(scores) == len(ns_zones(reply)) >= 2
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+    assert ns_zones(reply)[0] == "forecast.weather.tools."
+    # the same scores the server's own index gives (float32 on the wire)
+    index = child_index(weather.scorer, WEATHER.children)
+    by_zone = dict(zip([c.zone for c in WEATHER.children],
+                       index.scores("rain radar forecast"), strict=True))
+    assert scores == pytest.approx([by_zone[z] for z in ns_zones(reply)], rel=1e-6)
+
+
+def test_scores_option_on_a_leaf_answer(history):
+    reply, _ = ask(history, scored_query("_mcp._tcp._history.weather.tools.",
+                                         "archive of typhoon tracks", 2))
+    scores = get_scores(reply)
+    assert len(of_type(reply.rr, "SRV")) == len(scores) == 2
+    assert of_type(reply.rr, "SRV")[0].rdata.target == "stormbase.history.weather.tools."
+    assert scores[0] > scores[1]
+
+
+def test_scores_are_only_sent_when_asked(weather):
+    plain, plain_wire = ask(weather, scored_query("_mcp._tcp._weather.tools.", "rain", 2,
+                                                  scores=False))
+    scored, scored_wire = ask(weather, scored_query("_mcp._tcp._weather.tools.", "rain", 2))
+    assert get_scores(plain) is None
+    assert ns_zones(plain) == ns_zones(scored)
+    # 4 bytes more in the query; the OPT of the reply grows by 4 + 4 per child
+    assert len(scored_wire) == len(plain_wire) + 4 + 4 * len(ns_zones(scored))
+
+
+def test_malformed_scores_option_is_an_error():
+    assert decode_scores(encode_scores([0.5, -1.25])) == [0.5, -1.25]
+    with pytest.raises(IntentError):
+        decode_scores(b"\x00\x01\x02")
+
+
+def test_truncated_reply_carries_no_scores(big):
+    q = DNSRecord(DNSHeader(id=78, qr=0, rd=0))
+    q.add_question(DNSQuestion("_mcp._tcp._big.tools.", QTYPE.SRV))
+    q.add_ar(opt_record(Intent("generic tool", k=0), udp_size=512, want_scores=True))
+    udp, _ = ask(big, q.pack())
+    assert udp.header.tc and get_scores(udp) is None  # 60 SRV + A do not fit 512 bytes
+    tcp, _ = ask(big, q.pack(), transport="tcp")
+    assert not tcp.header.tc and len(get_scores(tcp)) == len(tcp.rr) == 60

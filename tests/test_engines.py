@@ -70,7 +70,27 @@ def test_outputs_load_back_for_analysis(tmp_path: Path) -> None:
     assert run.records.equals(result.records)
     assert run.summary["schemes"].keys() == result.summary["schemes"].keys()
     assert run.scenario["name"] == "engines-small"
-    assert set(run.by_scheme().index) == {"tooldns", "beam2", "warmed"}
+    assert set(run.by_scheme().index) == {"tooldns", "beam2", "global2", "warmed"}
     assert set(run.nodes.role) >= {"server", "resolver", "agent"}
     both = load_runs([tmp_path / "r", tmp_path / "r"])
     assert len(both) == 2 * len(run.records)
+
+
+def test_semantic_queries_have_their_own_processing_time(tmp_path: Path) -> None:
+    # calibration measures servers' intent-carrying queries apart from plain ones (A, NS)
+    from sim.runner import build_namespace, calibrate
+    from sim.workload import build_jobs
+
+    sc = small()
+    ns = build_namespace(sc)
+    costs = calibrate(sc, ns, build_jobs(sc, ns, sc.network.agents))
+    assert {"server", "server_semantic", "resolver"} <= set(costs)
+    assert costs["server_semantic"] > costs["server"]  # ranking costs more than a lookup
+    # a fixed semantic cost delays every semantic exchange of a walk by that much
+    fixed = sc.with_overrides({"network.processing.model": "fixed"})
+    base = run_scenario(fixed, write=False).records
+    slow = run_scenario(fixed.with_overrides({"network.processing.server_semantic": 0.02}),
+                        write=False).records
+    assert (base.returned == slow.returned).all()
+    extra = (slow.latency_ms - base.latency_ms).groupby(slow.scheme).mean()
+    assert extra["tooldns"] > 20.0 and extra["warmed"] < extra["tooldns"]

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from nodes.resolver import Discovery
-from nodes.scoring import make_scorer
+from nodes.resolver import Discovery, ResolverConfig
+from nodes.scoring import DenseScorer, Scorer, make_scorer, tokenize
 from nodes.wire import normalise
 from sim.cli import main
 from sim.evaluate import (
@@ -23,16 +24,24 @@ from sim.evaluate import (
 )
 from sim.hierarchy import build_hierarchy
 from sim.memory import MemoryNetwork
+from sim.runner import run_scenario
+from sim.scenario import ScenarioError, load_scenario
 from topologies.datasets import synthetic_catalog, write_jsonl
 from topologies.namespace import Namespace, synthetic
-from topologies.taxonomy import TaxonomyConfig, add_representatives, build_taxonomy
+from topologies.taxonomy import (
+    TaxonomyConfig,
+    add_centroids,
+    add_representatives,
+    build_taxonomy,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def dns_walk(ns: Namespace, scorer: str, queries, k: int, beam: int) -> list[list[str]]:
+def dns_walk(ns: Namespace, scorer: str | Scorer, queries, k: int, beam: int,
+             config: ResolverConfig | None = None) -> list[list[str]]:
     h = build_hierarchy(ns, scorer=scorer)
-    net = MemoryNetwork(h, h.resolver(seed=1))
+    net = MemoryNetwork(h, h.resolver(seed=1, config=config))
     by_target = {normalise(t.target): t.id for t in ns.tools.values()}
     out = []
     for q in queries:
@@ -104,6 +113,57 @@ def test_global_beam_walk() -> None:
         assert wide.tools_examined == sum(t.service == q.service for t in ns.tools.values())
 
 
+def hashed_words(texts) -> np.ndarray:
+    """A small deterministic sentence "embedding" (hashed bag of words, unit length), so
+    the dense code paths run here without the model (tests/test_scorers.py loads it)."""
+    out = np.zeros((len(texts), 64), dtype=np.float32)
+    for i, text in enumerate(texts):
+        for word in tokenize(text):
+            out[i, int.from_bytes(word.encode()[:8].ljust(8, b"_"), "big") % 64] += 1.0
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+@pytest.mark.parametrize(("scorer", "beam"), [("bm25", 2), ("bm25", 3), ("tfidf", 3)])
+def test_score_merge_and_global_beam_equal_resolver_walks(scorer: str, beam: int) -> None:
+    # the resolver gets the servers' scores in the scores option; the evaluator mirrors it
+    ns = synthetic(n_tools=300, branching=3, depth=2, seed=5, n_queries=30)
+    hier = InProcessHierarchy(ns, make_scorer(scorer))
+    by_score = [hier.walk(q.text, q.service, 4, beam, merge="score").tools for q in ns.queries]
+    assert by_score == dns_walk(ns, scorer, ns.queries, 4, beam,
+                                ResolverConfig(merge="score"))
+    wide = [hier.global_walk(q.text, q.service, 4, beam).tools for q in ns.queries]
+    assert wide == dns_walk(ns, scorer, ns.queries, 4, beam, ResolverConfig(search="global"))
+    assert wide != [hier.walk(q.text, q.service, 4, beam).tools for q in ns.queries]
+
+
+@pytest.mark.parametrize("search", ["split", "global"])
+def test_centroid_routing_equals_resolver_walk(search: str) -> None:
+    rows, queries = synthetic_catalog(n_tools=400, branching=4, depth=2, seed=8, n_queries=30)
+    queries = [{**q, "query": " ".join(q["query"].split()[1:])} for q in queries]
+    ns = build_taxonomy(rows, TaxonomyConfig(branching=3, depth=2, leaf_size=30)).namespace(
+        rows, queries)
+    add_centroids(ns, hashed_words)
+    for zone in ns.zones["tools."].children:  # one unit vector per service offered below
+        node = ns.zones[zone]
+        assert set(node.centroids) == ns.services_below()[zone]
+        assert all(abs(np.linalg.norm(v) - 1) < 1e-5 for v in node.centroids.values())
+    scorer = DenseScorer(hashed_words)
+    hier = InProcessHierarchy(ns, scorer)
+    if search == "global":
+        mine = [hier.global_walk(q.text, q.service, 3, 2).tools for q in ns.queries]
+    else:
+        mine = [hier.walk(q.text, q.service, 3, 2, merge="score").tools for q in ns.queries]
+    config = ResolverConfig(search=search, merge="score")  # type: ignore[arg-type]
+    assert mine == dns_walk(ns, scorer, ns.queries, 3, 2, config)
+    # the parent scores a child by cosine with the child's centroid for the query's service
+    for q in ns.queries:
+        _, kids, eligible, index = hier.children("tools.", q.service)
+        want = [float(np.dot(ns.zones[kids[i]].centroids[q.service], hashed_words([q.text])[0]))
+                for i in eligible]
+        got = np.asarray(index.scores(q.text))[eligible]  # type: ignore[attr-defined]
+        assert np.allclose(got, want, atol=1e-6)
+
+
 def test_examined_counts_children_and_leaf_tools() -> None:
     ns = synthetic(n_tools=360, branching=3, depth=2, seed=5, n_queries=20)
     hier = InProcessHierarchy(ns, make_scorer("bm25"))
@@ -139,6 +199,7 @@ def test_metrics_by_category_and_tool() -> None:
     row = ev._row("m", q, Ranked([same_cat, truth, other], 10, 8, 99), 0.002, 120, 3)
     assert (row["hit1_cat"], row["hit1_tool"], row["hitk_tool"]) == (1.0, 0.0, 1.0)
     assert row["rr"] == 0.5 and row["recall_k"] == 1.0 and row["examined_frac"] == 10 / 120
+    assert row["examined_frac_all"] == 10 / len(ns.tools)
     row = ev._row("m", q, Ranked([other], 10, 8, 99), 0.002, 120, 3)
     assert (row["hit1_cat"], row["hitk_cat"], row["rr"]) == (0.0, 0.0, 0.0)
 
@@ -196,3 +257,53 @@ def test_hierarchical_walk_with_an_llm_scorer_counts_calls_and_tokens() -> None:
     assert sum(q.truth[0] in w.tools for q, w in zip(ns.queries, walks, strict=True)) >= 12
     assert scorer.calls == 3 * len(ns.queries)  # TLD, level-1 zone, leaf: one prompt each
     assert scorer.prompt_tokens > 0 and all(w.tokens > 0 for w in walks)
+
+
+def test_global_search_from_caches_and_without_scores() -> None:
+    ns = synthetic(n_tools=300, branching=3, depth=2, seed=5, n_queries=10)
+    h = build_hierarchy(ns, scorer="bm25")
+    net = MemoryNetwork(h, h.resolver(seed=1, config=ResolverConfig(search="global")))
+    q = ns.queries[0]
+    found = []
+    for _ in range(2):
+        net.resolver.discover(Discovery(q.text, service=q.service, k=4, beam=2), net.now)
+        [result] = net.run()
+        found.append(([e.target for e in result.endpoints], result.cache))
+    assert found[0][0] == found[1][0] and len(found[0][0]) == 4
+    assert found[1][1]["srv_hit"] == 2  # both leaves answered from the cache, in order
+    assert net.resolver.stats["missing_scores"] == 0
+    # servers that do not know the option (here: another code) ignore it and answer
+    # without scores: counted, and still a walk
+    fresh = MemoryNetwork(h, h.resolver(seed=1, config=ResolverConfig(search="global",
+                                                                     scores_code=65500)))
+    fresh.resolver.discover(Discovery(q.text, service=q.service, k=4, beam=2), fresh.now)
+    [result] = fresh.run()
+    assert len(result.endpoints) == 4 and fresh.resolver.stats["missing_scores"] > 0
+
+
+CATALOG = ROOT.parent / "shared" / "data" / "tools" / "catalog.jsonl"
+
+
+@pytest.mark.skipif(not CATALOG.exists() and not os.environ.get("CI"),
+                    reason="needs ../shared/data/tools (CI has it)")
+def test_network_scenario_walks_a_centroid_tree_of_the_catalogue(tmp_path: Path) -> None:
+    # scenarios/retrieval-network.yaml, cut to the A2A tools (327) and 12 queries: dense
+    # servers routing by centroids, the global beam over the wire, and a flat registry
+    sc = load_scenario(ROOT / "scenarios" / "retrieval-network.yaml").with_overrides({
+        "namespace.protocols": ["a2a"], "namespace.cache_dir": str(tmp_path / "cache"),
+        "namespace.taxonomy.branching": 4, "workload.queries": 12,
+        "network.processing.model": "fixed", "network.nodes": 8})
+    result = run_scenario(sc, out_dir=tmp_path / "run")
+    df = result.records
+    assert df.success.all() and set(df.scheme) == {
+        "tooldns-top1", "tooldns-global6", "tooldns-global20", "agentdns"}
+    by = df.groupby("scheme")
+    assert by.hit_at_k.mean()["tooldns-global20"] >= by.hit_at_k.mean()["tooldns-top1"]
+    # the global beam reads more of the tree and carries scores: more items and bytes
+    assert by.tools_examined.mean()["tooldns-global20"] > by.tools_examined.mean()[
+        "tooldns-top1"]
+    assert by.bytes_down.mean()["tooldns-global6"] > by.bytes_down.mean()["tooldns-top1"]
+    assert (tmp_path / "cache" / "all-MiniLM-L6-v2.npz").exists()  # embeddings kept
+    with pytest.raises(ScenarioError, match="dense scorer runs on the simpy and live"):
+        run_scenario(sc.with_overrides({"schemes": [{"name": "t", "k": 3}]}), engine="ray",
+                     write=False)

@@ -19,7 +19,7 @@ import dns.query
 import dns.rdatatype
 import pytest
 
-from nodes.wire import DEFAULT_OPTION_CODE, Intent
+from nodes.wire import DEFAULT_OPTION_CODE, SCORES_OPTION_CODE, Intent, decode_scores
 from topologies.namespace import synthetic
 
 pytestmark = [pytest.mark.live, pytest.mark.interop]
@@ -94,13 +94,19 @@ def test_dig_fully_expanded_srv_without_option(served) -> None:
     assert {a.split()[-1] for a in answers} == {t.target for t in tools}
 
 
-@needs_dig
-def test_dig_cursor_with_intent_option_gets_referral(served) -> None:
+def dig_tld_cursor(served, k: int, *extra: str) -> tuple:
+    """dig the TLD's cursor with a public query's intent and K; returns (ns, query, output)."""
     manifest, ns, _ = served
     query = next(q for q in ns.queries if ns.zones[ns.tools[q.truth[0]].zone].org is None)
-    hexdata = Intent(query.text, k=2).encode().hex()
+    hexdata = Intent(query.text, k=k).encode().hex()
     out = dig(f"@{_server(manifest, 'tools.')}", "_mcp._tcp._tools.", "SRV", "+norec",
-              f"+ednsopt={DEFAULT_OPTION_CODE}:{hexdata}")
+              f"+ednsopt={DEFAULT_OPTION_CODE}:{hexdata}", *extra)
+    return ns, query, out
+
+
+@needs_dig
+def test_dig_cursor_with_intent_option_gets_referral(served) -> None:
+    ns, query, out = dig_tld_cursor(served, 2)
     assert "status: NOERROR" in out
     assert not _section(out, "ANSWER")
     ns_records = [line.split() for line in _section(out, "AUTHORITY")]
@@ -111,6 +117,18 @@ def test_dig_cursor_with_intent_option_gets_referral(served) -> None:
     # the true branch comes first (synthetic queries carry the branch's own words)
     truth_path = ns.path(ns.tools[query.truth[0]].zone)
     assert ns_records[0][0] == truth_path[1]
+
+
+@needs_dig
+def test_dig_asks_for_scores_and_gets_one_per_child(served) -> None:
+    # dig sends the empty scores option as any client would (NSID-style request)
+    _, _, out = dig_tld_cursor(served, 3, f"+ednsopt={SCORES_OPTION_CODE}")
+    children = list(dict.fromkeys(line.split()[0] for line in _section(out, "AUTHORITY")))
+    m = re.search(rf"; OPT={SCORES_OPTION_CODE}: ([0-9a-f ]+)", out, re.I)
+    assert m, out
+    scores = decode_scores(bytes.fromhex(m.group(1).replace(" ", "")))
+    assert len(scores) == len(children) == 3
+    assert scores == sorted(scores, reverse=True)
 
 
 @needs_dig
@@ -162,12 +180,13 @@ def test_dnspython_client_gets_srv_from_resolver(served, tcp: bool) -> None:
         assert addresses[target] == tool.address
 
 
-def test_tooldns_query_command_prints_walk(served) -> None:
+@pytest.mark.parametrize("search", [[], ["--beam", "2", "--search", "global"]])
+def test_tooldns_query_command_prints_walk(served, search: list[str]) -> None:
     _manifest, ns, path = served
     query = next(q for q in ns.queries if q.service == "rest")
     out = subprocess.run(
         [sys.executable, "-m", "sim.cli", "query", query.text, "--service", "rest", "-k", "3",
-         "--manifest", str(path)], capture_output=True, text=True, timeout=60,
+         "--manifest", str(path), *search], capture_output=True, text=True, timeout=60,
         env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stdout + out.stderr
     assert "_rest._tcp._tools." in out.stdout

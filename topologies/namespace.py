@@ -66,6 +66,7 @@ class ZoneNode:
     tools: list[str] = field(default_factory=list)
     org: str | None = None  # certified organisation owning this logical subdomain
     representatives: list[str] = field(default_factory=list)  # tool texts below, for routing
+    centroids: dict[str, tuple[float, ...]] = field(default_factory=dict)  # service -> vector
 
     @property
     def depth(self) -> int:
@@ -156,6 +157,7 @@ class Namespace:
                     zone=c, servers=servers[c], summary=self.zones[c].summary,
                     services=below[c], org=self.zones[c].org, leaf=not self.zones[c].children,
                     representatives=tuple(self.zones[c].representatives),
+                    centroids=tuple(sorted(self.zones[c].centroids.items())),
                 )
                 for c in node.children
             )

@@ -251,6 +251,29 @@ def add_representatives(ns: Namespace, count: int,
     return ns
 
 
+def add_centroids(ns: Namespace, encoder: Callable[[Sequence[str]], np.ndarray]) -> Namespace:
+    """Give every zone below ``tools.`` one routing vector per service offered below it:
+    the normalised mean of the sentence embeddings (``name description``, as leaves score
+    them) of the subtree's tools of that service.
+
+    A parent holding its children's centroids routes a query of service *s* by cosine
+    with their *s* centroids (IVF-style; :func:`nodes.authoritative.child_index`). Like a
+    summary, it is data the child registers with its parent. Modifies and returns ``ns``."""
+    ids = sorted(ns.tools)
+    vectors = _normalise(np.asarray(encoder(
+        [f"{ns.tools[t].name} {ns.tools[t].description}" for t in ids]), dtype=float))
+    sums: dict[tuple[str, str], np.ndarray] = {}
+    for i, tid in enumerate(ids):
+        tool = ns.tools[tid]
+        for z in ns.path(tool.zone)[1:]:
+            key = (z, tool.service)
+            sums[key] = sums[key] + vectors[i] if key in sums else vectors[i].copy()
+    for (zone, service), total in sorted(sums.items()):
+        unit = total / (np.linalg.norm(total) or 1.0)
+        ns.zones[zone].centroids[service] = tuple(float(x) for x in unit.astype(np.float32))
+    return ns
+
+
 def from_categories(rows: Sequence[Row], min_size: int = 1) -> Taxonomy:
     """The catalogue's own (category, subcategory) tree; leaves under ``min_size`` tools
     are merged into ``other`` under their parent (top-level ones into ``other``)."""
