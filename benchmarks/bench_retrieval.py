@@ -18,9 +18,10 @@ Writes into ``--out``:
 * a routing diagnostic: recall@10 of the leaf ranking if the walk always reached the
   ground truth's leaf, and how often the first step picks the right top-level zone;
 * ``variants/<tree>/`` — routing variants on the clustered tree (TF-IDF- or
-  dense-clustered; zones scored by summary, summary with central tools' descriptions, or
-  N representative tools by MaxSim), each walked top-1, with the resolver's beam
-  (round-robin or score-ordered merge), A2X get_important and a level-wise global beam;
+  dense-clustered; zones scored by summary, summary with central tools' descriptions,
+  N representative tools by MaxSim, or per-service centroids), each walked top-1, with
+  the resolver's beam (round-robin or score-ordered merge), A2X get_important and a
+  level-wise global beam;
   ``variants.csv`` has recall@10 and C(q) % of the pool for all;
 * ``bench.json`` — everything above in one file.
 
@@ -137,10 +138,12 @@ VARIANT_TREES: dict[str, dict] = {  # taxonomy overrides of the clustered b=16 d
     "dense-summary": {"vectors": "dense"},
     "dense-reps1": {"vectors": "dense", "representatives": 1},
     "dense-reps8": {"vectors": "dense", "representatives": 8},
-    "dense-examples3": {"vectors": "dense", "summary_examples": 3}}
+    "dense-examples3": {"vectors": "dense", "summary_examples": 3},
+    "dense-centroids": {"vectors": "dense", "centroids": True}}
 VARIANT_METHODS = (
     "flat:dense", "tooldns:dense", "tooldns:dense:8", "tooldns:dense:8:score",
-    "a2x:dense:get_important", "tooldns:dense:6:global", "tooldns:dense:7:global")
+    "a2x:dense:get_important", "tooldns:dense:6:global", "tooldns:dense:7:global",
+    "tooldns:dense:8:global")
 
 
 def routing_variants(base: dict, tree: dict, out: Path) -> pd.DataFrame:
