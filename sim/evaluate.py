@@ -254,80 +254,72 @@ class InProcessHierarchy:
     def is_leaf(self, zone: str) -> bool:
         return not self.ns.zones[zone].children
 
+    def _leaf(self, zone: str, service: str, intent: str, k: int, tally: _Tally,
+              scores: bool) -> None:
+        """A leaf's top-K tools (with their scores when ``scores``), into ``tally``."""
+        rank, ids, index, tok = self.leaf(zone, service)
+        chosen = rank(intent, k) if ids else []
+        tally.results[zone] = [ids[i] for i in chosen]
+        if scores and chosen:
+            sc = np.asarray(index.scores(intent))  # type: ignore[attr-defined]
+            tally.scored[zone] = [_f32(sc[i]) for i in chosen]
+        tally.order.append(zone)
+        tally.examined += len(ids)
+        tally.tools_examined += len(ids)
+        tally.tokens += tok + approx_tokens(intent)
+
+    def _inner(self, zone: str, service: str, intent: str, tally: _Tally
+               ) -> tuple[Ranker, list[str], list[int], object]:
+        """A non-leaf's children scored (counted into ``tally`` when any is eligible)."""
+        rank, kids, eligible, index = self.children(zone, service)
+        if eligible:
+            tally.examined += self.child_items(zone, eligible)
+            tally.tokens += self.summary_tokens(zone, eligible) + approx_tokens(intent)
+        return rank, kids, eligible, index
+
     def walk(self, intent: str, service: str, k: int, beam: int = 1,
              start: str = TLD, merge: str = "rr") -> Ranked:
         """The resolver's Algorithm 1 with beam ``beam`` (see ``nodes.resolver``).
 
         ``merge="score"`` merges the leaves' lists by the tools' scores instead of
         round-robin (resolver ``merge="score"``)."""
+        tally = _Tally()
         branches = [(start, max(1, beam))]
-        results: dict[str, list[str]] = {}
-        scored: dict[str, list[float]] = {}
-        order: list[str] = []
-        examined = tools_examined = 0
-        tokens = 0
         while branches:
             nxt: list[tuple[str, int]] = []
             for zone, width in branches:
                 if self.is_leaf(zone):
-                    rank, ids, _, tok = self.leaf(zone, service)
-                    chosen = rank(intent, k) if ids else []
-                    results[zone] = [ids[i] for i in chosen]
-                    if merge == "score" and chosen:
-                        sc = np.asarray(self.leaf_index(zone, service).scores(intent))
-                        scored[zone] = [_f32(sc[i]) for i in chosen]
-                    order.append(zone)
-                    examined += len(ids)
-                    tools_examined += len(ids)
-                    tokens += tok + approx_tokens(intent)
+                    self._leaf(zone, service, intent, k, tally, merge == "score")
                     continue
-                rank, kids, eligible, _ = self.children(zone, service)
+                rank, kids, eligible, _ = self._inner(zone, service, intent, tally)
                 chosen = rank(intent, k, eligible) if eligible else []
-                examined += self.child_items(zone, eligible)
-                tokens += self.summary_tokens(zone, eligible) + approx_tokens(intent)
                 picked = [kids[i] for i in chosen][:width]
                 nxt += [(c, width // len(picked) + int(i < width % len(picked)))
                         for i, c in enumerate(picked)]
             branches = nxt
-        merged = (_score_merge(results, scored, order, k) if merge == "score"
-                  else _merge(results, order, k))
-        return Ranked(merged, examined, tools_examined, tokens, order)
+        return tally.ranked(k, by_score=merge == "score")
 
     def global_walk(self, intent: str, service: str, k: int, beam: int) -> Ranked:
         """Level-wise global beam, as the resolver's ``search="global"`` walks it with the
         servers' scores option: every frontier zone refers its top-K children with their
         scores, the best ``beam`` of all are kept; the reached leaves' tools are merged by
         score."""
+        tally = _Tally()
         frontier = [TLD]
-        results: dict[str, list[str]] = {}
-        scored: dict[str, list[float]] = {}
-        order: list[str] = []
-        examined = tools_examined = tokens = 0
         while frontier:
             cands: list[tuple[float, int, str]] = []
             for zone in frontier:
                 if self.is_leaf(zone):
-                    rank, ids, index, tok = self.leaf(zone, service)
-                    chosen = rank(intent, k) if ids else []
-                    sc = np.asarray(index.scores(intent)) if chosen else []  # type: ignore[attr-defined]
-                    results[zone] = [ids[i] for i in chosen]
-                    scored[zone] = [_f32(sc[i]) for i in chosen]
-                    order.append(zone)
-                    examined += len(ids)
-                    tools_examined += len(ids)
-                    tokens += tok + approx_tokens(intent)
+                    self._leaf(zone, service, intent, k, tally, True)
                     continue
-                rank, kids, eligible, index = self.children(zone, service)
+                rank, kids, eligible, index = self._inner(zone, service, intent, tally)
                 if not eligible:
                     continue
                 sc = np.asarray(index.scores(intent), dtype=float)  # type: ignore[attr-defined]
-                examined += self.child_items(zone, eligible)
-                tokens += self.summary_tokens(zone, eligible) + approx_tokens(intent)
                 top = rank(intent, k, eligible)  # what the server refers
                 cands += [(-_f32(sc[i]), len(cands) + j, kids[i]) for j, i in enumerate(top)]
             frontier = [z for *_, z in sorted(cands)[: max(1, beam)]]
-        return Ranked(_score_merge(results, scored, order, k), examined, tools_examined,
-                      tokens, order)
+        return tally.ranked(k, by_score=True)
 
     def leaf_index(self, zone: str, service: str) -> ScoreIndex:
         """The score index of a leaf's tools of ``service``."""
@@ -335,30 +327,38 @@ class InProcessHierarchy:
 
     def descend(self, intent: str, service: str, k: int, policy: str) -> Ranked:
         """A2X progressive multi-branch descent with a child selection policy."""
+        tally = _Tally()
         frontier = [TLD]
-        results: dict[str, list[str]] = {}
-        order: list[str] = []
-        examined = tools_examined = tokens = 0
         while frontier:
             nxt: list[str] = []
             for zone in frontier:
                 if self.is_leaf(zone):
-                    rank, ids, _, tok = self.leaf(zone, service)
-                    results[zone] = [ids[i] for i in rank(intent, k)] if ids else []
-                    order.append(zone)
-                    examined += len(ids)
-                    tools_examined += len(ids)
-                    tokens += tok + approx_tokens(intent)
+                    self._leaf(zone, service, intent, k, tally, False)
                     continue
-                _, kids, eligible, index = self.children(zone, service)
+                _, kids, eligible, index = self._inner(zone, service, intent, tally)
                 if not eligible:
                     continue
                 scores = np.asarray(index.scores(intent), dtype=float)[eligible]  # type: ignore[attr-defined]
-                examined += self.child_items(zone, eligible)
-                tokens += self.summary_tokens(zone, eligible) + approx_tokens(intent)
                 nxt += [kids[eligible[i]] for i in select(scores, policy)]
             frontier = nxt
-        return Ranked(_merge(results, order, k), examined, tools_examined, tokens, order)
+        return tally.ranked(k, by_score=False)
+
+
+@dataclass
+class _Tally:
+    """What a walk reached (leaves in walk order, their lists and scores) and examined."""
+
+    results: dict[str, list[str]] = field(default_factory=dict)
+    scored: dict[str, list[float]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    examined: int = 0
+    tools_examined: int = 0
+    tokens: int = 0
+
+    def ranked(self, k: int, by_score: bool) -> Ranked:
+        merged = (_score_merge(self.results, self.scored, self.order, k) if by_score
+                  else _merge(self.results, self.order, k))
+        return Ranked(merged, self.examined, self.tools_examined, self.tokens, self.order)
 
 
 def _f32(score: float) -> float:
