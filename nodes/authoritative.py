@@ -156,6 +156,7 @@ class _ZoneState:
     child_index: ScoreIndex | None = None
     child_rank: Ranker | None = None
     # per-service child indexes when the children carry centroids (see child_index)
+    by_centroid: bool = False
     service_index: dict[str, tuple[ScoreIndex, Ranker]] = field(default_factory=dict)
     eligible: dict[str, list[int]] = field(default_factory=dict)  # service -> child indices
     tools: dict[tuple[str, str], _Tools] = field(default_factory=dict)  # (service, proto)
@@ -215,7 +216,11 @@ class AuthoritativeServer:
 
     def add_zone(self, zone: ZoneData) -> None:
         """Load (or replace) a zone; the next query sees it (no global index)."""
-        self._zones[normalise(zone.name)] = _build_state(zone)
+        state = _build_state(zone)
+        if state.by_centroid and not hasattr(self.scorer, "vector_index"):
+            raise ValueError(f"{zone.name}: its children carry centroids but the "
+                             f"{self.scorer.name!r} scorer cannot score vectors (use dense)")
+        self._zones[normalise(zone.name)] = state
         self._cache.clear()
 
     @property
@@ -366,7 +371,7 @@ class AuthoritativeServer:
         if state.leaf:
             return self._tools_answer(state, service, proto, text, k, want_scores)
         kids = state.data.children
-        if any(c.centroids for c in kids):  # routing vectors differ per service
+        if state.by_centroid:  # routing vectors differ per service
             entry = state.service_index.get(service)
             if entry is None:
                 index = child_index(self.scorer, kids, service)
@@ -621,4 +626,5 @@ def _build_state(zone: ZoneData) -> _ZoneState:
         data=data, records=records, names=names, cuts=cuts, children=children,
         negative_soa=negative, name=name, leaf=data.is_leaf,
         child_by_zone={c.data.zone: c for c in children},
+        by_centroid=any(c.centroids for c in zone.children),
         negative={rcode: _Reply(rcode, True, (), (negative,)) for rcode in (NOERROR, NXDOMAIN)})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from dnslib import EDNS0, QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
@@ -602,3 +604,10 @@ def test_truncated_reply_carries_no_scores(big):
     assert udp.header.tc and get_scores(udp) is None  # 60 SRV + A do not fit 512 bytes
     tcp, _ = ask(big, q.pack(), transport="tcp")
     assert not tcp.header.tc and len(get_scores(tcp)) == len(tcp.rr) == 60
+
+
+def test_centroid_children_need_a_scorer_that_scores_vectors():
+    routed = ZoneData("weather.tools.", NS_WEATHER, children=tuple(
+        replace(c, centroids=(("mcp", (1.0, 0.0)),)) for c in WEATHER.children))
+    with pytest.raises(ValueError, match="cannot score vectors"):
+        AuthoritativeServer([routed])  # BM25 by default: refused when loading, not per query
