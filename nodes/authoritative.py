@@ -24,6 +24,7 @@ for every query the packet cache does not answer.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import struct
 from collections import Counter, OrderedDict
@@ -50,9 +51,12 @@ from nodes.wire import (
     CLASSIC_UDP_SIZE,
     DEFAULT_EDNS_SIZE,
     DEFAULT_OPTION_CODE,
+    EMBEDDING_OPTION_CODE,
     INTENT_VERSION,
     MAX_MESSAGE_SIZE,
     SCORES_OPTION_CODE,
+    IntentError,
+    decode_embedding,
     encode_scores,
     is_subdomain,
     normalise,
@@ -194,9 +198,11 @@ class AuthoritativeServer:
         packet_cache: int = 4096,
         signer: ZoneSigner | None = None,
         scores_code: int = SCORES_OPTION_CODE,
+        embedding_code: int = EMBEDDING_OPTION_CODE,
     ) -> None:
         self.name = name
         self.scores_code = scores_code  # the option asking for (and carrying) scores
+        self.embedding_code = embedding_code  # the option carrying the intent's embedding
         self.signer = signer  # DNSSEC (nodes.dnssec): replies to DO queries get signed
         self.scorer = scorer or BM25Scorer()
         self.option_code = option_code
@@ -338,6 +344,12 @@ class AuthoritativeServer:
                 text = data[4:].decode("utf-8")
             except UnicodeDecodeError:
                 return "formerr_intent", _Reply(FORMERR)
+            for c, d in q.options:
+                if c == self.embedding_code:  # the client's embedding of the intent
+                    try:
+                        text = self._embedded(text, *decode_embedding(d))
+                    except IntentError:
+                        return "formerr_embedding", _Reply(FORMERR)
         if q.qclass != 1:
             return "refused", _Reply(REFUSED)
         qname = q.qname
@@ -365,6 +377,25 @@ class AuthoritativeServer:
             if not cursor and zone == state.name and state.leaf:
                 return "semantic", self._tools_answer(state, service, proto, text, k, want)
         return self._standard(state, qname, q.qtype)
+
+    def _embedded(self, text: str, model: str, vector: np.ndarray) -> str:
+        """What to rank by when the query carries the intent's embedding: with a dense
+        scorer of that model, a key under which the (normalised) vector sits in this
+        server's embedding cache — its digest, never the intent text, so one client's
+        vector cannot change another's answer; otherwise the text (counted as ignored)."""
+        encoder = getattr(self.scorer, "encoder", None)
+        store = getattr(encoder, "store", None)
+        if model != getattr(self.scorer, "model", None) or store is None:
+            self.stats.counts["embedding_ignored"] += 1
+            return text
+        if len(vector) != self.scorer.dim:  # type: ignore[attr-defined]
+            raise IntentError(f"embedding of {len(vector)} values for a "
+                              f"{self.scorer.dim}-dimensional model")  # type: ignore[attr-defined]
+        key = "\x00embedding:" + hashlib.sha1(vector.tobytes()).hexdigest()
+        if key not in store:
+            store[key] = vector / (np.linalg.norm(vector) or 1.0)
+        self.stats.counts["embedding_used"] += 1
+        return key
 
     def _semantic(self, state: _ZoneState, service: str, proto: str, text: str, k: int,
                   want_scores: bool = False) -> _Reply:

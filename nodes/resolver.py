@@ -31,7 +31,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from dnslib import QTYPE, RCODE, RR, SRV, A, DNSHeader, DNSQuestion, DNSRecord
+from dnslib import QTYPE, RCODE, RR, SRV, A, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
 from nodes import dnssec
 from nodes.scoring import BM25Scorer, ScoreIndex, Scorer, top_k
@@ -40,11 +40,13 @@ from nodes.wire import (
     CLASSIC_UDP_SIZE,
     DEFAULT_EDNS_SIZE,
     DEFAULT_OPTION_CODE,
+    EMBEDDING_OPTION_CODE,
     MAX_MESSAGE_SIZE,
     SCORES_OPTION_CODE,
     Intent,
     IntentError,
     cursor_name,
+    encode_embedding,
     find_opt,
     get_intent,
     get_scores,
@@ -90,6 +92,9 @@ class ResolverConfig:
     dnssec: bool = False  # set DO and validate the chain of delegations (nodes.dnssec)
     trust_anchor: str = ""  # the root zone's DS record (text) when validating
     scores_code: int = SCORES_OPTION_CODE  # the option asking for servers' scores
+    # send the intent's embedding (dense scorer) so that dense servers need not compute it
+    send_embedding: bool = False
+    embedding_code: int = EMBEDDING_OPTION_CODE
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +253,9 @@ class RecursiveResolver:
         self.config = config or ResolverConfig()
         self.rng = rng
         self.scorer = scorer or BM25Scorer()
+        if self.config.send_embedding and not hasattr(self.scorer, "model"):
+            raise ValueError("send_embedding needs a dense scorer (it embeds the intent)")
+        self._embeddings: dict[str, bytes] = {}  # intent text -> option data (bounded)
         self.name = name
         self.root_hints = tuple((a, self.config.dns_port) for a in root_hints)
         self.stats: Counter[str] = Counter()
@@ -364,6 +372,9 @@ class RecursiveResolver:
         opt = opt_record(ask.intent, self.config.option_code, self.config.edns_size,
                          want_scores=ask.intent is not None and self._want_scores,
                          scores_code=self.config.scores_code)
+        if ask.intent is not None and self.config.send_embedding:
+            opt.rdata.append(EDNSOption(self.config.embedding_code,
+                                        self._embedding(ask.intent.text)))
         if self.config.dnssec:
             opt.ttl |= 0x8000  # DO: the servers add RRSIG, DS and DNSKEY records
         query.add_ar(opt)
@@ -746,6 +757,17 @@ class RecursiveResolver:
                 best = sorted(range(len(pool)), key=lambda i: (-pool[i][1], i))[:width_b]
                 next_branches += [(pool[i][0], 1) for i in best]
             branches = next_branches
+
+    def _embedding(self, text: str) -> bytes:
+        """The embedding option for an intent: computed once per text (a few kept)."""
+        data = self._embeddings.get(text)
+        if data is None:
+            vector = self.scorer.encoder([text])[0]  # type: ignore[attr-defined]
+            data = encode_embedding(self.scorer.model, vector)  # type: ignore[attr-defined]
+            if len(self._embeddings) >= 256:
+                self._embeddings.pop(next(iter(self._embeddings)))
+            self._embeddings[text] = data
+        return data
 
     @property
     def _want_scores(self) -> bool:

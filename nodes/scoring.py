@@ -327,12 +327,23 @@ class _DenseIndex:
 
 
 class DenseScorer:
-    """Cosine similarity between the intent's and each item's sentence embedding."""
+    """Cosine similarity between the intent's and each item's sentence embedding.
+
+    ``model`` names the encoder's model (the embedding option's tag); ``dim`` is its
+    vector size, learnt from one encoding."""
 
     name = "dense"
 
-    def __init__(self, encoder: Encoder | None = None) -> None:
+    def __init__(self, encoder: Encoder | None = None, model: str = MINILM) -> None:
         self.encoder: Encoder = encoder or default_encoder()
+        self.model = model
+        self._dim: int | None = None
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = int(np.asarray(self.encoder(["dimension"])).shape[1])
+        return self._dim
 
     def index(self, keys: Sequence[str], texts: Sequence[str]) -> ScoreIndex:
         if not texts:

@@ -13,6 +13,10 @@ carries it empty to ask for relevance scores, as NSID does (RFC 5001 §2.1), and
 semantic reply carries one IEEE-754 float32 per choice, best first — per child zone of a
 referral (in NS order) or per SRV record of an answer. A resolver needs them to compare
 choices made by different servers (global beam, score-ordered merge).
+
+And the optional *embedding* option (also ours): the intent's sentence embedding, so a
+dense server need not compute it again — a model tag (length byte + ASCII) and the vector
+as big-endian float16. A server uses it only if the tag names its own model.
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 from dnslib import EDNS0, QTYPE, DNSLabel, DNSRecord, EDNSOption
 
 #: Default option code, from the RFC 6891 local/experimental range 65001–65534.
 DEFAULT_OPTION_CODE = 65432
 #: The scores option (see the module docstring), next to it in the same range.
 SCORES_OPTION_CODE = 65433
+#: The embedding option (see the module docstring).
+EMBEDDING_OPTION_CODE = 65434
 INTENT_VERSION = 0
 _HEADER = struct.Struct("!BHB")  # version (8) · payload length (16) · K (8)
 
@@ -94,6 +101,32 @@ def decode_scores(data: bytes) -> list[float]:
     if len(data) % 4:
         raise IntentError(f"scores option of {len(data)} bytes is not a list of float32")
     return list(struct.unpack(f"!{len(data) // 4}f", data))
+
+
+def encode_embedding(model: str, vector: Sequence[float] | np.ndarray) -> bytes:
+    """Embedding option data: tag length · ASCII model tag · float16 vector (big-endian)."""
+    tag = model.encode("ascii")
+    if not 0 < len(tag) < 256:
+        raise IntentError(f"model tag must be 1-255 ASCII bytes, got {len(tag)}")
+    return bytes([len(tag)]) + tag + np.asarray(vector, dtype=">f2").tobytes()
+
+
+def decode_embedding(data: bytes) -> tuple[str, np.ndarray]:
+    """Parse embedding option data into (model tag, float32 vector); raises IntentError."""
+    if len(data) < 2 or len(data) < 1 + data[0]:
+        raise IntentError(f"embedding option of {len(data)} bytes has no complete model tag")
+    end = 1 + data[0]
+    try:
+        model = data[1:end].decode("ascii")
+    except UnicodeDecodeError:
+        raise IntentError("embedding model tag is not ASCII") from None
+    body = data[end:]
+    if not body or len(body) % 2:
+        raise IntentError(f"embedding of {len(body)} bytes is not a float16 vector")
+    vector = np.frombuffer(body, dtype=">f2").astype(np.float32)
+    if not np.isfinite(vector).all():
+        raise IntentError("embedding holds a NaN or infinity")
+    return model, vector
 
 
 def opt_record(

@@ -112,6 +112,11 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
             kind = "server_semantic"  # ranking (and maybe embedding) costs more
             if plan.server_semantic_time is not None:
                 cost = plan.server_semantic_time
+        elif kind == "resolver" and src[0] in plan.agents and (
+                plan.resolver_stub_time is not None or plan.measure is not None):
+            kind = "resolver_stub"  # starts a walk (and may embed the intent)
+            if plan.resolver_stub_time is not None:
+                cost = plan.resolver_stub_time
         start = max(env.now, busy.get(dst, 0.0))
         busy[dst] = start + cost
 

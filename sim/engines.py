@@ -37,6 +37,7 @@ class RunPlan:
     server_time: float = 50e-6  # simulated processing per message received (seconds)
     server_semantic_time: float | None = None  # queries with the intent option (None: as above)
     resolver_time: float = 20e-6
+    resolver_stub_time: float | None = None  # an agent's query at the resolver (None: as above)
     agent_time: float = 0.0
     measure: dict[str, list[float]] | None = None  # simpy only: measured cost per node kind
     dns_port: int = 53

@@ -184,8 +184,12 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
     network = build_network(sc, hierarchy)
     anchor = sign_hierarchy(hierarchy, sc.seed) if sc.namespace.dnssec else ""
     trust = scheme.trust or sc.trust
+    if scheme.send_embedding and sc.namespace.scorer != "dense":
+        raise ScenarioError(f"schemes: {scheme.name}: send_embedding needs namespace.scorer: "
+                            f"dense")
     config = ResolverConfig(mode=scheme.mode, beam=scheme.beam, search=scheme.search,
-                            merge=scheme.merge, timeout=scheme.timeout,
+                            merge=scheme.merge, send_embedding=scheme.send_embedding,
+                            timeout=scheme.timeout,
                             max_attempts=scheme.max_attempts, query_mock=scheme.query_mock,
                             cache=scheme.cache, dns_port=dns_port, selection=scheme.selection,
                             srtt_decay=scheme.srtt_decay, serve_stale=scheme.serve_stale,
@@ -198,6 +202,7 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
         server_time=sc.network.processing.server,
         server_semantic_time=sc.network.processing.server_semantic,
         resolver_time=sc.network.processing.resolver,
+        resolver_stub_time=sc.network.processing.resolver_stub,
         agent_time=sc.network.processing.agent,
         dns_port=dns_port, closed_loop=sc.workload.arrival.process == "closed",
     )

@@ -53,14 +53,16 @@ class LinkSpecModel(_Model):
 class ProcessingSpec(_Model):
     """Per-message processing time of nodes (seconds) in the simulation, or ``calibrated``:
     measured on this machine by a short simulated pre-run of the same plan (median cost of
-    ``handle``/``receive`` per node kind, servers' semantic queries apart), then used as
-    fixed values."""
+    ``handle``/``receive`` per node kind; servers' semantic queries and resolvers' queries
+    from agents apart), then used as fixed values."""
 
     model: Literal["fixed", "calibrated"] = "fixed"
     server: Seconds = 50e-6
     # a query carrying the intent option (ranking; with a dense scorer, embedding the
     # intent); default: the same as ``server``
     server_semantic: Seconds | None = None
+    # a resolver receiving an agent's query (it may embed the intent); default: ``resolver``
+    resolver_stub: Seconds | None = None
     resolver: Seconds = 20e-6
     agent: Seconds = 0.0
 
@@ -160,6 +162,8 @@ class SchemeSpec(_Model):
     # zones ("global"); both need the servers' scores (scores option), as "merge: score" does
     search: Literal["split", "global"] = "split"
     merge: Literal["round-robin", "score"] = "round-robin"
+    # send the intent's embedding with every semantic query (namespace.scorer: dense)
+    send_embedding: bool = False
     mode: Literal["aware", "strip", "pass-through"] = "aware"
     cache: bool = True
     query_mock: bool = True
@@ -203,9 +207,9 @@ class SchemeSpec(_Model):
                     raise ValueError(f"{name}: applies to registry schemes (kind agentdns "
                                      f"or ans), not tooldns")
         elif (self.warm or self.mode != "aware" or self.beam != 1 or self.search != "split"
-              or self.merge != "round-robin"):
-            raise ValueError("kind: warm, mode, beam, search and merge apply to tooldns "
-                             "schemes only")
+              or self.merge != "round-robin" or self.send_embedding):
+            raise ValueError("kind: warm, mode, beam, search, merge and send_embedding apply "
+                             "to tooldns schemes only")
         return self
 
 

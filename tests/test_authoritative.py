@@ -8,11 +8,15 @@ import pytest
 from dnslib import EDNS0, QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
 from nodes.authoritative import AuthoritativeServer, child_index
+from nodes.scoring import CachedEncoder, DenseScorer
 from nodes.wire import (
     DEFAULT_OPTION_CODE,
+    EMBEDDING_OPTION_CODE,
     Intent,
     IntentError,
+    decode_embedding,
     decode_scores,
+    encode_embedding,
     encode_scores,
     find_opt,
     get_scores,
@@ -20,6 +24,7 @@ from nodes.wire import (
     opt_record,
 )
 from nodes.zone import Delegation, ServerRef, ToolRecord, ZoneData
+from tests.vectors import hashed_words
 
 SRC = ("127.0.0.9", 5555)
 
@@ -611,3 +616,48 @@ def test_centroid_children_need_a_scorer_that_scores_vectors():
         replace(c, centroids=(("mcp", (1.0, 0.0)),)) for c in WEATHER.children))
     with pytest.raises(ValueError, match="cannot score vectors"):
         AuthoritativeServer([routed])  # BM25 by default: refused when loading, not per query
+
+
+# ------------------------------------------------------------------ embedding option
+
+
+def test_embedding_option_round_trip_and_malformed():
+    model, vector = decode_embedding(encode_embedding("m1", [0.5, -0.25, 1.0]))
+    assert model == "m1" and vector.tolist() == [0.5, -0.25, 1.0]
+    for bad in (b"", b"\x05ab", b"\x02m1\x00", b"\x02m1", b"\x02m1\x7c\x00"):  # last: inf
+        with pytest.raises(IntentError):
+            decode_embedding(bad)
+
+
+def embedded_query(qname: str, text: str, k: int, model: str, vector) -> bytes:
+    q = DNSRecord(DNSHeader(id=79, qr=0, rd=0))
+    q.add_question(DNSQuestion(qname, QTYPE.SRV))
+    opt = opt_record(Intent(text, k=k), want_scores=True)
+    opt.rdata.append(EDNSOption(EMBEDDING_OPTION_CODE, encode_embedding(model, vector)))
+    q.add_ar(opt)
+    return q.pack()
+
+
+def test_dense_server_ranks_by_the_embedding_it_is_sent():
+    encoder = CachedEncoder(hashed_words)  # dense servers cache embeddings; the sent one too
+    server = AuthoritativeServer([WEATHER], scorer=DenseScorer(encoder, model="hw"))
+    text = "rain radar forecast"
+    own, _ = ask(server, scored_query("_mcp._tcp._weather.tools.", text, 3))
+    # the same intent's vector, sent along: same ranking, scores equal to float16 precision
+    sent, _ = ask(server, embedded_query("_mcp._tcp._weather.tools.", text, 3, "hw",
+                                         hashed_words([text])[0]))
+    assert ns_zones(sent) == ns_zones(own)
+    assert get_scores(sent) == pytest.approx(get_scores(own), abs=2e-3)
+    assert server.stats["embedding_used"] == 1
+    # the vector decides, not the text: an "archive" vector sent with a "rain" intent
+    other, _ = ask(server, embedded_query("_mcp._tcp._weather.tools.", text, 1, "hw",
+                                          hashed_words(["historical archive"])[0]))
+    assert ns_zones(other) == ["history.weather.tools."]
+    # …and it was not cached under the text: the plain query still gets its own answer
+    again, _ = ask(server, scored_query("_mcp._tcp._weather.tools.", text, 3))
+    assert ns_zones(again) == ns_zones(own)
+    # another model's vector is ignored (counted); a wrong size is FORMERR
+    ask(server, embedded_query("_mcp._tcp._weather.tools.", text, 3, "other-model", [1.0]))
+    assert server.stats["embedding_ignored"] == 1
+    bad, _ = ask(server, embedded_query("_mcp._tcp._weather.tools.", text, 3, "hw", [1.0, 0]))
+    assert bad.header.rcode == RCODE.FORMERR and server.stats["formerr_embedding"] == 1

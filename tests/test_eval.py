@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from nodes.resolver import Discovery, ResolverConfig
-from nodes.scoring import DenseScorer, Scorer, make_scorer, tokenize
+from nodes.scoring import CachedEncoder, DenseScorer, Scorer, make_scorer
 from nodes.wire import normalise
 from sim.cli import main
 from sim.evaluate import (
@@ -26,6 +26,7 @@ from sim.hierarchy import build_hierarchy
 from sim.memory import MemoryNetwork
 from sim.runner import run_scenario
 from sim.scenario import ScenarioError, load_scenario
+from tests.vectors import hashed_words
 from topologies.datasets import synthetic_catalog, write_jsonl
 from topologies.namespace import Namespace, synthetic
 from topologies.taxonomy import (
@@ -111,16 +112,6 @@ def test_global_beam_walk() -> None:
         assert set(wide.leaves) == {z for z in ns.leaves() if any(
             ns.tools[t].service == q.service for t in ns.zones[z].tools)}
         assert wide.tools_examined == sum(t.service == q.service for t in ns.tools.values())
-
-
-def hashed_words(texts) -> np.ndarray:
-    """A small deterministic sentence "embedding" (hashed bag of words, unit length), so
-    the dense code paths run here without the model (tests/test_scorers.py loads it)."""
-    out = np.zeros((len(texts), 64), dtype=np.float32)
-    for i, text in enumerate(texts):
-        for word in tokenize(text):
-            out[i, int.from_bytes(word.encode()[:8].ljust(8, b"_"), "big") % 64] += 1.0
-    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
 
 
 @pytest.mark.parametrize(("scorer", "beam"), [("bm25", 2), ("bm25", 3), ("tfidf", 3)])
@@ -296,14 +287,42 @@ def test_network_scenario_walks_a_centroid_tree_of_the_catalogue(tmp_path: Path)
     result = run_scenario(sc, out_dir=tmp_path / "run")
     df = result.records
     assert df.success.all() and set(df.scheme) == {
-        "tooldns-top1", "tooldns-global6", "tooldns-global20", "agentdns"}
+        "tooldns-top1", "tooldns-global6", "tooldns-global20", "tooldns-global20-emb",
+        "agentdns"}
     by = df.groupby("scheme")
     assert by.hit_at_k.mean()["tooldns-global20"] >= by.hit_at_k.mean()["tooldns-top1"]
     # the global beam reads more of the tree and carries scores: more items and bytes
     assert by.tools_examined.mean()["tooldns-global20"] > by.tools_examined.mean()[
         "tooldns-top1"]
     assert by.bytes_down.mean()["tooldns-global6"] > by.bytes_down.mean()["tooldns-top1"]
+    # the embedding travels in every semantic query: 384 float16 more, same answers
+    emb, text = (df[df.scheme == s].sort_values("job") for s in ("tooldns-global20-emb",
+                                                                   "tooldns-global20"))
+    assert (emb.bytes_up.to_numpy() > text.bytes_up.to_numpy() + 768).all()
+    assert (emb.returned.to_numpy() == text.returned.to_numpy()).mean() >= 0.9
     assert (tmp_path / "cache" / "all-MiniLM-L6-v2.npz").exists()  # embeddings kept
     with pytest.raises(ScenarioError, match="dense scorer runs on the simpy and live"):
         run_scenario(sc.with_overrides({"schemes": [{"name": "t", "k": 3}]}), engine="ray",
                      write=False)
+
+
+def test_resolver_sends_the_intent_embedding_and_dense_servers_use_it() -> None:
+    ns = synthetic(n_tools=300, branching=3, depth=2, seed=5, n_queries=12)
+    scorer = DenseScorer(CachedEncoder(hashed_words), model="hw")
+    plain = dns_walk(ns, scorer, ns.queries, 3, 2, ResolverConfig(search="global"))
+    h = build_hierarchy(ns, scorer=scorer)
+    net = MemoryNetwork(h, h.resolver(seed=1, config=ResolverConfig(search="global",
+                                                                     send_embedding=True)))
+    by_target = {normalise(t.target): t.id for t in ns.tools.values()}
+    sent, up = [], 0
+    for q in ns.queries:
+        net.resolver.discover(Discovery(q.text, service=q.service, k=3, beam=2), net.now)
+        [result] = net.run()
+        sent.append([by_target[normalise(e.target)] for e in result.endpoints])
+        up += sum(s.bytes_out for s in result.steps if s.with_intent)
+    assert sent == plain  # float16 on the wire does not change these rankings
+    used = sum(s.stats["embedding_used"] for s in h.servers.values())
+    assert used >= len(ns.queries) * 3  # every semantic query: TLD, a level, the leaves
+    assert up > len(ns.queries) * 3 * (2 * 64)  # 64 float16 per query sent
+    with pytest.raises(ValueError, match="send_embedding needs a dense scorer"):
+        build_hierarchy(ns).resolver(config=ResolverConfig(send_embedding=True))
