@@ -46,7 +46,16 @@ from nodes.codec import (
     view_from_dnslib,
 )
 from nodes.dnssec import ZoneSigner
-from nodes.scoring import BM25Scorer, Ranker, ScoreIndex, Scorer, group_max_index, ranker
+from nodes.scoring import (
+    BM25Scorer,
+    Ranker,
+    ScoreIndex,
+    Scorer,
+    centroid_index,
+    group_max_index,
+    ranker,
+    scored_top_k,
+)
 from nodes.wire import (
     CLASSIC_UDP_SIZE,
     DEFAULT_EDNS_SIZE,
@@ -417,13 +426,12 @@ class AuthoritativeServer:
         if eligible is None:
             eligible = [i for i, c in enumerate(kids) if service in c.services]
             state.eligible[service] = eligible
-        chosen = rank(text, k, eligible)
+        chosen, scores = _choose(index, rank, text, k, eligible, want_scores)
         if not chosen:
             return state.negative[NOERROR]
         children = state.children
         reply = self._referral([children[i] for i in chosen], k == 0)
-        if want_scores:
-            reply.scores = _scores(index, text, chosen)
+        reply.scores = scores
         return reply
 
     def _tools_answer(self, state: _ZoneState, service: str, proto: str, text: str, k: int,
@@ -444,10 +452,10 @@ class AuthoritativeServer:
             state.tools[(service, proto)] = tools
         if not tools.srv:
             return state.negative[NOERROR]
-        chosen = tools.rank(text, k)
+        chosen, scores = _choose(tools.index, tools.rank, text, k, None, want_scores)
         srv, a = tools.srv, tools.a
         return _Reply(NOERROR, True, [srv[i] for i in chosen], (), [a[i] for i in chosen],
-                      scores=_scores(tools.index, text, chosen) if want_scores else None)
+                      scores=scores)
 
     @staticmethod
     def _referral(children: Sequence[_Child], hints: bool) -> _Reply:
@@ -563,10 +571,14 @@ class AuthoritativeServer:
 # ---------------------------------------------------------------------- helpers
 
 
-def _scores(index: ScoreIndex, text: str, chosen: Sequence[int]) -> bytes:
-    """Scores option data for the chosen items, in their order."""
-    scores = np.asarray(index.scores(text), dtype=float)
-    return encode_scores([float(scores[i]) for i in chosen])
+def _choose(index: ScoreIndex, rank: Ranker, text: str, k: int,
+            candidates: Sequence[int] | None, want_scores: bool
+            ) -> tuple[list[int], bytes | None]:
+    """The top-K choices, and the scores option data for them when the query asked."""
+    if not want_scores:
+        return rank(text, k, candidates), None
+    chosen, scores = scored_top_k(index, text, k, candidates)
+    return chosen, encode_scores(scores)
 
 
 def child_index(scorer: Scorer, kids: Sequence[Delegation], service: str | None = None
@@ -578,15 +590,7 @@ def child_index(scorer: Scorer, kids: Sequence[Delegation], service: str | None 
     representative of each (its summary if it has none)."""
     keys = [c.zone for c in kids]
     if service is not None and any(c.centroids for c in kids):
-        vector_index = getattr(scorer, "vector_index", None)
-        if vector_index is None:
-            raise ValueError(f"children carry centroids but the {scorer.name!r} scorer "
-                             "cannot score vectors (use the dense scorer)")
-        rows = [dict(c.centroids).get(service) for c in kids]
-        dim = next(len(r) for r in rows if r is not None)
-        matrix = np.array([r if r is not None else (0.0,) * dim for r in rows],
-                          dtype=np.float32)
-        return vector_index(keys, matrix)
+        return centroid_index(scorer, keys, [dict(c.centroids).get(service) for c in kids])
     if any(c.representatives for c in kids):
         return group_max_index(scorer, keys, [c.representatives or (c.summary,) for c in kids])
     return scorer.index(keys, [c.summary for c in kids])

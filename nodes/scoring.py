@@ -543,6 +543,28 @@ def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None) -> l
     return (chosen if k == 0 else chosen[:k]).tolist()
 
 
+def centroid_index(scorer: Scorer, keys: Sequence[str],
+                   rows: Sequence[Sequence[float] | None]) -> ScoreIndex:
+    """Score items given as vectors (child zones by their centroid for one service); an
+    item without one gets a zero vector. Needs a scorer that scores vectors (dense)."""
+    vector_index = getattr(scorer, "vector_index", None)
+    if vector_index is None:
+        raise ValueError(f"the {scorer.name!r} scorer cannot score vectors (centroids need "
+                         f"the dense scorer)")
+    dim = next(len(r) for r in rows if r is not None)
+    return vector_index(keys, np.array([r if r is not None else (0.0,) * dim for r in rows],
+                                       dtype=np.float32))
+
+
+def scored_top_k(index: ScoreIndex, intent: str, k: int,
+                 candidates: Sequence[int] | None = None) -> tuple[list[int], list[float]]:
+    """The top-K choices with their scores, from one scoring pass (every ranker equals
+    ``top_k`` over ``scores``); what a server sends in the scores option."""
+    scores = np.asarray(index.scores(intent), dtype=float)
+    chosen = top_k(scores, k, candidates)
+    return chosen, [float(scores[i]) for i in chosen]
+
+
 #: ``rank(intent_text, k, candidates=None)`` -> chosen indices, best first (see top_k).
 Ranker = Callable[..., list[int]]
 

@@ -62,12 +62,14 @@ from nodes.scoring import (
     ScoreIndex,
     Scorer,
     approx_tokens,
+    centroid_index,
     default_encoder,
     facets,
     group_max_index,
     make_scorer,
     minilm_encoder,
     ranker,
+    scored_top_k,
     tokenize,
 )
 from sim.atomic import atomic_write
@@ -199,29 +201,29 @@ class InProcessHierarchy:
         self.scorer = scorer
         self.below = ns.services_below()
         self._children: dict[tuple[str, str], tuple[Ranker, list[str], object]] = {}
+        self._by_centroid: dict[str, bool] = {}  # zone -> its children carry centroids
         self._eligible: dict[tuple[str, str], list[int]] = {}
         self._tools: dict[tuple[str, str], tuple[Ranker, list[str], object, int]] = {}
 
     def children(self, zone: str, service: str) -> tuple[Ranker, list[str], list[int], object]:
-        kids = self.ns.zones[zone].children
-        nodes = [self.ns.zones[c] for c in kids]
-        by_service = any(n.centroids for n in nodes)  # centroids differ per service
-        entry = self._children.get((zone, service if by_service else ""))
+        by_service = self._by_centroid.get(zone)
+        if by_service is None:  # centroids differ per service
+            by_service = self._by_centroid[zone] = any(
+                self.ns.zones[c].centroids for c in self.ns.zones[zone].children)
+        key = (zone, service if by_service else "")
+        entry = self._children.get(key)
         if entry is None:  # as nodes.authoritative.child_index
+            kids = self.ns.zones[zone].children
+            nodes = [self.ns.zones[c] for c in kids]
             if by_service:
-                vector_index = getattr(self.scorer, "vector_index", None)
-                if vector_index is None:
-                    raise ValueError("the tree routes by centroids: use the dense scorer")
-                dim = len(next(iter(next(n for n in nodes if n.centroids).centroids.values())))
-                index = vector_index(kids, np.array(
-                    [n.centroids.get(service, (0.0,) * dim) for n in nodes], dtype=np.float32))
+                index = centroid_index(self.scorer, kids,
+                                       [n.centroids.get(service) for n in nodes])
             elif any(n.representatives for n in nodes):
                 index = group_max_index(self.scorer, kids,
                                         [n.representatives or [n.summary] for n in nodes])
             else:
                 index = self.scorer.index(kids, [n.summary for n in nodes])
-            entry = (ranker(index), kids, index)
-            self._children[(zone, service if by_service else "")] = entry
+            entry = self._children[key] = (ranker(index), kids, index)
         eligible = self._eligible.get((zone, service))
         if eligible is None:
             eligible = self._eligible[(zone, service)] = [
@@ -258,11 +260,12 @@ class InProcessHierarchy:
               scores: bool) -> None:
         """A leaf's top-K tools (with their scores when ``scores``), into ``tally``."""
         rank, ids, index, tok = self.leaf(zone, service)
-        chosen = rank(intent, k) if ids else []
+        if scores and ids:
+            chosen, sc = scored_top_k(index, intent, k)  # type: ignore[arg-type]
+            tally.scored[zone] = [_f32(x) for x in sc]
+        else:
+            chosen = rank(intent, k) if ids else []
         tally.results[zone] = [ids[i] for i in chosen]
-        if scores and chosen:
-            sc = np.asarray(index.scores(intent))  # type: ignore[attr-defined]
-            tally.scored[zone] = [_f32(sc[i]) for i in chosen]
         tally.order.append(zone)
         tally.examined += len(ids)
         tally.tools_examined += len(ids)
@@ -312,12 +315,12 @@ class InProcessHierarchy:
                 if self.is_leaf(zone):
                     self._leaf(zone, service, intent, k, tally, True)
                     continue
-                rank, kids, eligible, index = self._inner(zone, service, intent, tally)
+                _, kids, eligible, index = self._inner(zone, service, intent, tally)
                 if not eligible:
                     continue
-                sc = np.asarray(index.scores(intent), dtype=float)  # type: ignore[attr-defined]
-                top = rank(intent, k, eligible)  # what the server refers
-                cands += [(-_f32(sc[i]), len(cands) + j, kids[i]) for j, i in enumerate(top)]
+                top, sc = scored_top_k(index, intent, k, eligible)  # type: ignore[arg-type]
+                cands += [(-_f32(x), len(cands) + j, kids[i])  # what the server refers
+                          for j, (i, x) in enumerate(zip(top, sc, strict=True))]
             frontier = [z for *_, z in sorted(cands)[: max(1, beam)]]
         return tally.ranked(k, by_score=True)
 

@@ -80,11 +80,14 @@ def build_hierarchy(
     disk cache if given), and every server embeds each intent it sees itself, with its own
     cache, as separate machines would; so does every node :meth:`Hierarchy.scorer` equips."""
     servers_by_zone = assign_servers(ns, replicas=replicas, first=first_address)
-    if scorer == "dense":  # the zones' tool texts, embedded once (what servers publish)
+    given = None if isinstance(scorer, str) else scorer
+    name = scorer if isinstance(scorer, str) else scorer.name
+    per_server = given is None and name == "dense"
+    if per_server:  # the zones' tool texts, embedded once (what servers publish)
         base = encoder or default_encoder()
         texts = [f"{t.name} {t.description}" for t in ns.tools.values()]
         encoder = CachedEncoder(base._encode, dict(zip(texts, base(texts), strict=True)))
-    shared = scorer if not isinstance(scorer, str) else _scorer(scorer, ns, encoder)
+    shared = given or (None if per_server else _scorer(name, ns))
     servers: dict[str, AuthoritativeServer] = {}
     zone_of: dict[str, str] = {}
     manifest = []
@@ -92,7 +95,7 @@ def build_hierarchy(
         role = "root" if zone.name == ROOT else "tld" if zone.name == "tools." else (
             "leaf" if zone.is_leaf else "intermediate")
         for ref in zone.servers:
-            own = _scorer("dense", ns, encoder) if scorer == "dense" else shared
+            own = shared if shared is not None else _scorer(name, ns, encoder)
             servers[ref.address] = AuthoritativeServer(
                 [zone], scorer=own, option_code=option_code, max_udp_size=max_udp_size,
                 name=ref.host)
@@ -100,7 +103,5 @@ def build_hierarchy(
             manifest.append({"role": role, "zone": zone.name, "host": ref.host,
                              "address": ref.address, "org": zone.org})
     root_hints = [ref.address for ref in servers_by_zone[ROOT]]
-    name = scorer if isinstance(scorer, str) else scorer.name
-    given = None if isinstance(scorer, str) else scorer
     return Hierarchy(ns, servers, zone_of, root_hints, name, manifest, option_code, given,
-                     encoder if scorer == "dense" else None)
+                     encoder if per_server else None)
