@@ -71,7 +71,7 @@ from nodes.wire import (
     normalise,
     parse_tool_name,
 )
-from nodes.zone import Address, Delegation, ToolRecord, ZoneData
+from nodes.zone import Address, Delegation, ToolRecord, Ttls, ZoneData
 
 A, NS, SOA, TXT, SRV, ANY = 1, 2, 6, 16, 33, 255
 _HEADER = struct.Struct("!HHHHHH")
@@ -157,7 +157,7 @@ class _ZoneState:
     """A zone plus its lookup tables and lazily built score indexes."""
 
     data: ZoneData
-    records: dict[str, dict[int, list[Rec]]]
+    records: dict[str, dict[int, list[Rec]]]  # owner -> type -> records (see node())
     names: set[str]  # every name existing in the zone, empty non-terminals included
     cuts: dict[str, Delegation]
     children: list[_Child]
@@ -173,6 +173,18 @@ class _ZoneState:
     service_index: dict[str, tuple[ScoreIndex, Ranker]] = field(default_factory=dict)
     eligible: dict[str, list[int]] = field(default_factory=dict)  # service -> child indices
     tools: dict[tuple[str, str], _Tools] = field(default_factory=dict)  # (service, proto)
+    # tools' owner names whose records are encoded when first asked for (a leaf of 10^5
+    # tools would otherwise encode three records per tool at load): owner -> tools
+    lazy: dict[str, list[ToolRecord]] = field(default_factory=dict)
+
+    def node(self, owner: str) -> dict[int, list[Rec]] | None:
+        """The records owned by ``owner`` (encoding a tool's on first use)."""
+        node = self.records.get(owner)
+        if node is None and owner in self.lazy:
+            node = self.records[owner] = {}
+        if node is not None and owner in self.lazy:
+            _add_tool_records(node, owner, self.lazy.pop(owner), self.name, self.data.ttls)
+        return node
 
 
 @dataclass
@@ -226,6 +238,14 @@ class AuthoritativeServer:
         self._zones: dict[str, _ZoneState] = {}
         for zone in zones:
             self.add_zone(zone)
+
+    def reset(self) -> None:
+        """Back to the state after loading the zones: counters zeroed, packet cache empty,
+        unsigned. What depends only on the zone data (records, score indexes, parsed
+        query names) is kept, so a new run on the same zones skips rebuilding it."""
+        self.stats = ServerStats()
+        self._cache.clear()
+        self.signer = None
 
     # ------------------------------------------------------------------ zone data
 
@@ -470,7 +490,7 @@ class AuthoritativeServer:
         return _Reply(NOERROR, False, (), authority, additional, 0, len(additional))
 
     def _standard(self, state: _ZoneState, qname: str, qtype: int) -> tuple[str, _Reply]:
-        node = state.records.get(qname)
+        node = state.node(qname)
         if node is None:
             if qname not in state.names:
                 return "nxdomain", state.negative[NXDOMAIN]
@@ -481,7 +501,7 @@ class AuthoritativeServer:
         additional: list[Rec] = []
         if qtype in (SRV, NS):  # additional-section processing (RFC 1034 §4.3.2)
             for rec in rrs:
-                additional.extend(state.records.get(rec.rdata[-1], {}).get(A, ()))
+                additional.extend((state.node(rec.rdata[-1]) or {}).get(A, ()))
         return "standard", _Reply(NOERROR, True, rrs, (), additional)
 
     # ------------------------------------------------------------------ size limits
@@ -609,6 +629,19 @@ def _delegation_for(state: _ZoneState, name: str) -> Delegation | None:
     return None
 
 
+def _add_tool_records(node: dict[int, list[Rec]], owner: str, tools: list[ToolRecord],
+                      zone: str, ttls: Ttls) -> None:
+    """A tool owner's records, as :func:`_build_state` would have added them eagerly: the
+    SRV records of the zone's tools at ``_svc._proto.<zone>``, A then TXT at a target."""
+    for tool in tools:
+        if owner == f"_{tool.service}._{tool.proto}.{zone}":
+            node.setdefault(SRV, []).append(_srv(owner, tool, ttls.srv))
+        if owner == normalise(tool.target):
+            node.setdefault(A, []).append(_a(owner, tool.address, ttls.a))
+            node.setdefault(TXT, []).append(_txt(owner, txt_strings(tool.description),
+                                                 ttls.srv))
+
+
 def _build_state(zone: ZoneData) -> _ZoneState:
     """Records prepared once for standard lookups, referrals and negative answers."""
     name = normalise(zone.name)
@@ -643,12 +676,18 @@ def _build_state(zone: ZoneData) -> _ZoneState:
                   if is_subdomain(h, cz)],  # glue only where it is needed
             hint=_txt(cz, child_hint(child), ttls.ns),
         ))
-    for tool in zone.tools:
-        add(_srv(f"_{tool.service}._{tool.proto}.{name}", tool, ttls.srv))
-        add(_a(normalise(tool.target), tool.address, ttls.a))
-        add(_txt(normalise(tool.target), txt_strings(tool.description), ttls.srv))
+    lazy: dict[str, list[ToolRecord]] = {}
+    for tool in zone.tools:  # encoded on first use (_ZoneState.node), in this order
+        for owner in (f"_{tool.service}._{tool.proto}.{name}", normalise(tool.target)):
+            tools = lazy.setdefault(owner, [])
+            if not tools or tools[-1] is not tool:
+                tools.append(tool)
     names: set[str] = set()
-    for owner in records:
+    for owner in (*records, *lazy):
+        if owner.partition(".")[2] == name:  # one label below the apex (most tools)
+            names.add(owner)
+            names.add(name)
+            continue
         labels = owner.rstrip(".").split(".")
         for i in range(len(labels)):
             candidate = ".".join(labels[i:]) + "."
@@ -661,5 +700,5 @@ def _build_state(zone: ZoneData) -> _ZoneState:
         data=data, records=records, names=names, cuts=cuts, children=children,
         negative_soa=negative, name=name, leaf=data.is_leaf,
         child_by_zone={c.data.zone: c for c in children},
-        by_centroid=any(c.centroids for c in zone.children),
+        by_centroid=any(c.centroids for c in zone.children), lazy=lazy,
         negative={rcode: _Reply(rcode, True, (), (negative,)) for rcode in (NOERROR, NXDOMAIN)})

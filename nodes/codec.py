@@ -231,6 +231,20 @@ def view_from_dnslib(wire: bytes) -> QueryView:
 PreparedName = tuple[bytes, tuple[str, ...], tuple[bytes, ...]]
 
 
+def name_wire(name: str) -> bytes:
+    """Uncompressed wire form of a dotted name (``""`` and ``"."`` are the root);
+    ``prepare_name(name)[0]``, without the compression tables."""
+    if name in (".", ""):
+        return b"\x00"
+    out = bytearray()
+    for label in name.rstrip(".").split("."):
+        raw = label.encode("ascii")
+        out.append(len(raw))
+        out += raw
+    out.append(0)
+    return bytes(out)
+
+
 def prepare_name(name: str) -> PreparedName:
     """Split and encode ``name`` once (``""`` and ``"."`` are the root)."""
     labels = [] if name in (".", "") else name.rstrip(".").split(".")
@@ -332,12 +346,12 @@ class Rec:
         self.rdata = rdata
         head = _TYPE_CLASS_TTL.pack(rtype, 1, ttl)
         first: bytes | PreparedName = prepare_name(owner) if owner else b"\xc0\x0c"
-        parts = tuple(prepare_name(p) if isinstance(p, str) else p for p in rdata)
         if rtype in COMPRESSIBLE_RDATA and any(isinstance(p, str) for p in rdata):
+            parts = tuple(prepare_name(p) if isinstance(p, str) else p for p in rdata)
             self.pieces = (first, head + b"\x00\x00", RDATA, *parts)
             self.wire = None
             return
-        raw = b"".join(p[0] if isinstance(p, tuple) else p for p in parts)
+        raw = b"".join(name_wire(p) if isinstance(p, str) else p for p in rdata)
         tail = head + len(raw).to_bytes(2, "big") + raw
         self.pieces = (first, tail)
         self.wire = first + tail if isinstance(first, bytes) else None

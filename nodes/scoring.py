@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from operator import add
 from typing import Protocol
 
@@ -34,6 +35,13 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 def tokenize(text: str) -> list[str]:
     """Lower-case alphanumeric tokens without English stop words or single characters."""
     return [t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and t not in ENGLISH_STOP_WORDS]
+
+
+@lru_cache(maxsize=1 << 16)
+def _is_token(word: str) -> bool:
+    """Whether :func:`tokenize` returns ``word`` itself (a vocabulary entry that queries can
+    hit); memoised, since every zone's index asks again for the same words."""
+    return tokenize(word) == [word]
 
 
 class ScoreIndex(Protocol):
@@ -100,7 +108,7 @@ class _BM25Index:
         # without tokenize()'s filter: a stop word or one-letter token is never a key.
         self._postings: dict[str, tuple[tuple[int, float], ...]] = {
             token: tuple(zip(docs.tolist(), weights.tolist(), strict=True))
-            for token, (docs, weights) in self._columns.items() if tokenize(token) == [token]}
+            for token, (docs, weights) in self._columns.items() if _is_token(token)}
         weights = [w for col in self._postings.values() for _, w in col]
         self._docs = list(range(self._n))
         # Dense lists: exact as long as no weight is NaN (sort order would differ).

@@ -183,10 +183,23 @@ def requester_udp_size(msg: DNSRecord) -> int:
 # ---------------------------------------------------------------------------- names
 
 
+#: Names already normalised (text -> normal form); bounded: past the limit it stops
+#: growing. A resolver normalises the same few thousand names again and again.
+_NORMAL: dict[str, str] = {}
+_NORMAL_MAX = 1 << 16
+
+
 def normalise(name: str | DNSLabel) -> str:
     """Lower-case absolute form with a trailing dot (``tools.``)."""
+    if name.__class__ is str:
+        hit = _NORMAL.get(name)  # type: ignore[arg-type]
+        if hit is not None:
+            return hit
     text = str(name).lower()
-    return text if text.endswith(".") else text + "."
+    text = text if text.endswith(".") else text + "."
+    if name.__class__ is str and len(_NORMAL) < _NORMAL_MAX:
+        _NORMAL[name] = text  # type: ignore[index]
+    return text
 
 
 def parent(zone: str) -> str:

@@ -15,6 +15,7 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dnslib import QTYPE, DNSHeader, DNSQuestion, DNSRecord
 from rich.console import Console
@@ -24,6 +25,9 @@ from rich.table import Table
 from nodes.resolver import Discovery, DiscoveryResult, RecursiveResolver, ResolverConfig
 from nodes.wire import DEFAULT_OPTION_CODE, Intent, cursor_name, opt_record
 from topologies.namespace import Namespace, from_catalog, synthetic
+
+if TYPE_CHECKING:
+    from sim.scenario import Scenario
 
 console = Console() if sys.stdout.isatty() else Console(width=160)
 
@@ -181,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sim.scenario import ScenarioError, load_scenario
 
     try:
-        scenario = load_scenario(args.file)
+        scenario = _with_shards(load_scenario(args.file), args)
         result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
                               progress=lambda m: console.print(m, style="dim"),
                               capture=args.capture)
@@ -189,6 +193,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     print_summary(result.summary, console)
+    if (workers := scenario.engine_options.shards.workers) > 1:
+        console.print(f"sharded over {workers} Ray workers (sim.shards): walks as in one "
+                      f"process; link-delay draws, server queueing and packet caches per "
+                      f"shard", style="dim")
     if result.summary["engine"] == "live":
         console.print("live engine: link delay and loss emulated in user space by the socket "
                       "adapters (no netem qdisc on this machine)", style="dim")
@@ -203,6 +211,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"results written to {result.out_dir}/ (results.parquet, results.csv, "
                   f"nodes.csv, summary.json, scenario.yaml, plots)")
     return 0
+
+
+def _with_shards(scenario: Scenario, args: argparse.Namespace) -> Scenario:
+    """``--shards``/``--ray-address`` over the file's ``engine_options.shards``; a sharded
+    run on another engine than simpy is refused here, before anything is built."""
+    from sim.scenario import ScenarioError
+    from sim.shards import check_shardable
+
+    shards = scenario.engine_options.shards
+    update = {"workers": args.shards or shards.workers,
+              "address": args.ray_address or shards.address}
+    scenario = scenario.model_copy(update={"engine_options": scenario.engine_options.model_copy(
+        update={"shards": shards.model_copy(update=update)})})
+    if update["workers"] > 1:
+        try:
+            check_shardable(scenario, args.engine or scenario.engine, scenario.network.resolvers)
+        except ScenarioError as exc:
+            raise ScenarioError(f"{args.file}: {exc}") from None
+    return scenario
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -337,6 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--capture", action="store_true",
                    help="live engine: record loopback traffic to capture.pcap (tcpdump, or "
                         "scapy) and check the byte/packet accounting against it (needs root)")
+    p.add_argument("--shards", type=_positive_int, metavar="N",
+                   help="simpy: split the run over N Ray workers (engine_options.shards)")
+    p.add_argument("--ray-address", metavar="ADDRESS",
+                   help="--shards: the Ray cluster to run them on (default: a local Ray)")
 
     p = sub.add_parser("sweep", help="run a scenario's sweep grid, one run per point "
                                      "(resumes: finished points are skipped)")

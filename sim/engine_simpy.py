@@ -49,7 +49,8 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
     if plan.registry is not None:
         return run_http_simpy(plan)
     env = simpy.Environment()
-    rng = np.random.default_rng([plan.seed, 1])  # network draws; the same for every scheme
+    rng = np.random.default_rng(  # network draws, the same for every scheme (a shard: its own)
+        [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard])
     out = EngineOutput()
     servers = plan.hierarchy.servers
     busy: dict[str, float] = {}
@@ -67,23 +68,42 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
         view = parse_query(data)
         return view is not None and any(c == code for c, _ in view.options)
 
+    load = out.load
+    role_of = plan.role_of
+    one_way = plan.path.one_way  # type: ignore[attr-defined]
+    timeout = env.timeout
+    head = {"udp": IPV4 + UDP, "tcp": IPV4 + TCP + 2}  # IP + transport (+ TCP length field)
+    # (kind, processing time) per address; the costly classes are told apart only when
+    # they have their own time (or are being measured)
+    base = {ip: ("agent", plan.agent_time) for ip in plan.agents}
+    base.update({ip: ("resolver", plan.resolver_time) for ip in plan.resolvers})
+    base.update({ip: ("server", plan.server_time) for ip in servers})
+    split_server = plan.server_semantic_time is not None or plan.measure is not None
+    split_stub = plan.resolver_stub_time is not None or plan.measure is not None
+
+    def bump(address: str, packets: str, octets: str, size: int) -> None:
+        """``out.count`` for one packet and its bytes, inlined (twice per message)."""
+        node = load.get(address)
+        if node is None:
+            node = load[address] = {}
+        node[packets] = node.get(packets, 0) + 1
+        node[octets] = node.get(octets, 0) + size
+
     def transmit(src: str, msg: Outgoing) -> None:
         dst = msg.dst[0]
-        header = IPV4 + (UDP if msg.transport == "udp" else TCP + 2)
-        size = header + len(msg.data)
-        out.count(src, "tx_packets")
-        out.count(src, "tx_bytes", size)
-        delay = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+        data, transport = msg.data, msg.transport
+        size = head[transport] + len(data)
+        bump(src, "tx_packets", "tx_bytes", size)
+        delay = one_way(role_of[src], role_of[dst], size, rng)
         if faults is not None:  # sim.faults: crashed, partitioned, lossy, slow, delayed
             delay = faults.fate(src, dst, env.now, delay)
         if delay is None:
             out.lost += 1
             return
-        if msg.transport == "tcp" and not msg.reply:  # SYN and SYN-ACK before the query
-            delay += handshake(plan.role_of[src], plan.role_of[dst])
-        sport = port_of.get(src, plan.dns_port)
-        env.timeout(delay).callbacks.append(
-            lambda _e: deliver(dst, msg.data, (src, sport), msg.transport))
+        if transport == "tcp" and not msg.reply:  # SYN and SYN-ACK before the query
+            delay += handshake(role_of[src], role_of[dst])
+        sender = (src, port_of.get(src, plan.dns_port))
+        timeout(delay).callbacks.append(lambda _e: deliver(dst, data, sender, transport))
 
     def handshake(a: str, b: str) -> float:
         total = 0.0
@@ -100,20 +120,15 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
         return total
 
     def deliver(dst: str, data: bytes, src: tuple[str, int], transport: str) -> None:
-        out.count(dst, "rx_packets")
-        out.count(dst, "rx_bytes", len(data) + IPV4 + (UDP if transport == "udp" else TCP + 2))
+        bump(dst, "rx_packets", "rx_bytes", len(data) + head[transport])
         server = servers.get(dst)
-        kind = "server" if server is not None else (
-            "resolver" if dst in plan.resolvers else "agent")
-        cost = {"server": plan.server_time, "resolver": plan.resolver_time,
-                "agent": plan.agent_time}[kind]
-        if server is not None and (plan.server_semantic_time is not None
-                                   or plan.measure is not None) and semantic(data):
-            kind = "server_semantic"  # ranking (and maybe embedding) costs more
-            if plan.server_semantic_time is not None:
-                cost = plan.server_semantic_time
-        elif kind == "resolver" and src[0] in plan.agents and (
-                plan.resolver_stub_time is not None or plan.measure is not None):
+        kind, cost = base.get(dst, ("agent", plan.agent_time))
+        if server is not None:
+            if split_server and semantic(data):
+                kind = "server_semantic"  # ranking (and maybe embedding) costs more
+                if plan.server_semantic_time is not None:
+                    cost = plan.server_semantic_time
+        elif kind == "resolver" and split_stub and src[0] in plan.agents:
             kind = "resolver_stub"  # starts a walk (and may embed the intent)
             if plan.resolver_stub_time is not None:
                 cost = plan.resolver_stub_time
@@ -216,7 +231,8 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
     from sim.faults import registry_address, registry_order
 
     env = simpy.Environment()
-    rng = np.random.default_rng([plan.seed, 1])
+    rng = np.random.default_rng(
+        [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard])
     out = EngineOutput()
     reg = plan.registry
     server, rip = reg.server, reg.address  # type: ignore[attr-defined]

@@ -47,6 +47,7 @@ class RunPlan:
     tls: object | None = None  # sim.registries.TlsSizes when the scheme uses TLS
     faults: object | None = None  # sim.faults.FaultPlan (scenario faults:), consulted per packet
     registry_replicas: int = 1  # registry hosts behind one name (sim.faults: failover order)
+    shard: int | None = None  # sim.shards: this plan is shard N of a run (own link-delay stream)
 
     def make_rng(self, salt: str) -> random.Random:
         return random.Random(f"{self.seed}-{self.scheme}-{salt}")

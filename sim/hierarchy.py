@@ -22,7 +22,7 @@ from nodes.scoring import (
 )
 from nodes.wire import DEFAULT_OPTION_CODE
 from nodes.zone import Ttls
-from topologies.namespace import ROOT, Namespace, assign_servers
+from topologies.namespace import ROOT, Namespace, assign_servers, gc_paused
 
 
 @dataclass
@@ -38,6 +38,23 @@ class Hierarchy:
     option_code: int = DEFAULT_OPTION_CODE
     given_scorer: Scorer | None = None  # a scorer object passed in (shared with the servers)
     encoder: CachedEncoder | None = None  # dense: the shared model and tool-text cache
+
+    @property
+    def shareable(self) -> bool:
+        """Whether the schemes of a run may share these servers (after :meth:`reset`).
+
+        Servers keep only counters, a packet cache and pure memos between queries, plus
+        score indexes built from zone data alone. Dense servers also keep the intents they
+        embedded, which changes the measured (calibrated) cost of the next scheme's
+        queries, so a dense hierarchy is built afresh per scheme, as each machine would be.
+        """
+        return self.encoder is None
+
+    def reset(self) -> None:
+        """Forget what the last run left on the servers: counters, packet caches, signers
+        (zone data, parsed names and score indexes stay: they depend on the zones only)."""
+        for server in self.servers.values():
+            server.reset()
 
     def scorer(self) -> Scorer:
         """A scorer of the hierarchy's kind for one more node (resolver query mock, registry):
@@ -65,6 +82,7 @@ def _scorer(name: str, ns: Namespace, encoder: CachedEncoder | None = None) -> S
     return make_scorer(name)
 
 
+@gc_paused()  # a server's zone data and records are many long-lived objects
 def build_hierarchy(
     ns: Namespace,
     replicas: int = 1,
@@ -74,8 +92,10 @@ def build_hierarchy(
     max_udp_size: int = 1232,
     option_code: int = DEFAULT_OPTION_CODE,
     encoder: CachedEncoder | None = None,
+    packet_cache: int = 4096,
 ) -> Hierarchy:
-    """One :class:`AuthoritativeServer` per (zone, replica); they share one scorer object,
+    """One :class:`AuthoritativeServer` per (zone, replica) (``packet_cache``: replies each
+    server keeps for repeated queries, 0 for none); they they share one scorer object,
     except with ``scorer="dense"``: the tools' texts are embedded once, here (``encoder``, a
     disk cache if given), and every server embeds each intent it sees itself, with its own
     cache, as separate machines would; so does every node :meth:`Hierarchy.scorer` equips."""
@@ -98,7 +118,7 @@ def build_hierarchy(
             own = shared if shared is not None else _scorer(name, ns, encoder)
             servers[ref.address] = AuthoritativeServer(
                 [zone], scorer=own, option_code=option_code, max_udp_size=max_udp_size,
-                name=ref.host)
+                name=ref.host, packet_cache=packet_cache)
             zone_of[ref.address] = zone.name
             manifest.append({"role": role, "zone": zone.name, "host": ref.host,
                              "address": ref.address, "org": zone.org})

@@ -1,6 +1,7 @@
 """Instantiate the HTTP registry baselines for a run, and their TLS set-up.
 
-* :func:`registry_tools` lists a namespace's tools as the registries publish them.
+* :func:`registry_tools` lists a namespace's tools as the registries publish them
+  (:func:`registry_ids` maps what the registries return back to tool ids).
 * :class:`RegistrySetup` holds one run's PKI (CA, registry certificate; deterministic per
   seed), the registry node and the TLS contexts the live engine uses.
 * :func:`tls_sizes` measures the byte sizes of a real TLS 1.3 handshake and record
@@ -15,6 +16,7 @@ import functools
 import ssl
 import tempfile
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 from nodes.pki import Identity, issue, make_ca
@@ -28,13 +30,21 @@ REGISTRY_PORT = 8080
 
 
 def registry_tools(ns: Namespace) -> list[RegistryTool]:
+    """Every tool as the registries list it, in id order."""
+    categories: dict[str, str] = {}  # zone -> category, one string per zone
     out = []
-    for t in sorted(ns.tools.values(), key=lambda t: t.id):
-        category = t.zone.removesuffix("." + TLD).rstrip(".")
-        out.append(RegistryTool(id=t.id, name=t.name, description=t.description,
-                                service=t.service, org=t.org or "public", category=category,
-                                slug=t.slug, address=t.address, port=t.port))
+    for t in sorted(ns.tools.values(), key=attrgetter("id")):
+        category = categories.get(t.zone)
+        if category is None:
+            category = categories[t.zone] = t.zone.removesuffix("." + TLD).rstrip(".")
+        out.append(RegistryTool(t.id, t.name, t.description, t.service, t.org or "public",
+                                category, t.slug, t.address, t.port))
     return out
+
+
+def registry_ids(ns: Namespace) -> dict[str, str]:
+    """Tool id by every name a registry returns for it (AgentDNS URL, ANS name)."""
+    return {k: t.id for t in registry_tools(ns) for k in (t.agentdns_url, t.ans_name)}
 
 
 @dataclass

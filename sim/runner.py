@@ -7,6 +7,7 @@ the same :class:`sim.engines.EngineOutput`, so records never depend on the engin
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections import Counter
@@ -33,9 +34,9 @@ from sim.registries import (
     REGISTRY_HOST,
     REGISTRY_PORT,
     build_registry,
-    registry_tools,
     tls_sizes,
 )
+from sim.registries import registry_ids as registry_id_map
 from sim.scenario import Scenario, ScenarioError, SchemeSpec, resolved_yaml
 from sim.trust import sign_hierarchy, trust_policy, trust_report
 from sim.workload import Job, build_jobs
@@ -172,15 +173,29 @@ def start_zone(sc: Scenario, ns: Namespace) -> str:
     return zones[0]
 
 
-def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
-              dns_port: int = 53) -> tuple[RunPlan, Network]:
+def scenario_hierarchy(sc: Scenario, ns: Namespace) -> Hierarchy:
+    """The scenario's authoritative servers, freshly built."""
     ttls = Ttls(ns=sc.caches.ns_ttl, srv=sc.caches.srv_ttl, a=sc.caches.a_ttl,
                 negative=sc.caches.negative_ttl)
     hierarchy = build_hierarchy(ns, replicas=sc.namespace.replicas, scorer=sc.namespace.scorer,
                                 ttls=ttls, max_udp_size=sc.namespace.max_udp_size,
-                                encoder=namespace_encoder(sc))
+                                encoder=namespace_encoder(sc),
+                                packet_cache=(sc.caches.packet_cache_size
+                                              if sc.caches.packet_cache else 0))
     if (encoder := namespace_encoder(sc)) is not None:
         save_encoder_cache(encoder)  # the tools' embeddings, for the next run (disk cache)
+    return hierarchy
+
+
+def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
+              dns_port: int = 53, hierarchy: Hierarchy | None = None
+              ) -> tuple[RunPlan, Network]:
+    """One scheme's plan. ``hierarchy``: servers built earlier in this run, reused (and
+    reset) when they can be shared (:attr:`Hierarchy.shareable`); else built here."""
+    if hierarchy is not None and hierarchy.shareable:
+        hierarchy.reset()
+    else:
+        hierarchy = scenario_hierarchy(sc, ns)
     network = build_network(sc, hierarchy)
     anchor = sign_hierarchy(hierarchy, sc.seed) if sc.namespace.dnssec else ""
     trust = scheme.trust or sc.trust
@@ -249,13 +264,15 @@ def _registry_agents(sc: Scenario, scheme: SchemeSpec, ns: Namespace, plan: RunP
 def _candidates(ns: Namespace) -> dict[tuple[str, str], int]:
     """Items a server scores for (zone, service): eligible children, or the leaf's tools."""
     below = ns.services_below()
+    tools = ns.tools
     out: dict[tuple[str, str], int] = {}
     for zone, node in ns.zones.items():
+        if node.children:
+            counts = Counter(s for c in node.children for s in below[c])
+        else:
+            counts = Counter(tools[t].service for t in node.tools)
         for service in ("mcp", "a2a", "rest", "skill"):
-            if node.children:
-                out[zone, service] = sum(service in below[c] for c in node.children)
-            else:
-                out[zone, service] = sum(ns.tools[t].service == service for t in node.tools)
+            out[zone, service] = counts[service]
     return out
 
 
@@ -424,8 +441,8 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     if sc.faults is not None and engine not in ("simpy", "live"):
         raise ScenarioError(f"faults: the {engine} engine does not apply fault schedules yet "
                             f"(simpy and live do)")
-    target_ids = {t.target: t.id for t in ns.tools.values()}
-    registry_ids = {k: t.id for t in registry_tools(ns) for k in (t.agentdns_url, t.ans_name)}
+    target_ids = ns.target_ids()  # built per zone as answers come in
+    registry_ids = registry_id_map(ns) if any(s.kind != "tooldns" for s in sc.schemes) else {}
     per_service = Counter(t.service for t in ns.tools.values())
     cand = _candidates(ns)
     records, load, replay, wall = [], [], {}, {}
@@ -445,20 +462,33 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
             raise ScenarioError(f"--capture: cannot capture on lo ({exc}); run as root") from None
     calibrated = sc.network.processing.model == "calibrated"
     processing: dict[str, dict[str, float]] = {}
+    # servers built once and reset per scheme (dense ones are built per scheme: see
+    # Hierarchy.shareable)
+    shared = None if sc.namespace.scorer == "dense" else scenario_hierarchy(sc, ns)
+    # what was built lives to the end of the run: keep it out of the collector's full
+    # passes (they would walk every tool's objects again and again); thawed below
+    gc.collect()
+    gc.freeze()
     for scheme in sc.schemes:
         if progress:
             progress(f"{sc.name}: scheme {scheme.name} on {engine} ({len(jobs)} queries)")
-        plan, network = make_plan(sc, scheme, ns, jobs,
-                                  dns_port=53 if engine == "simpy" else live_port)
         if calibrated:  # each scheme's own node costs (warming and query mock cost more)
-            processing[scheme.name] = calibrate(sc, ns, jobs, scheme)
+            processing[scheme.name] = calibrate(sc, ns, jobs, scheme, hierarchy=shared)
+        plan, network = make_plan(sc, scheme, ns, jobs,
+                                  dns_port=53 if engine == "simpy" else live_port,
+                                  hierarchy=shared)
         for kind, value in processing.get(scheme.name, {}).items():
             setattr(plan, f"{kind}_time", value)
         plan.engine_options = {"ray": sc.engine_options.ray, "mininet": sc.engine_options.mininet}
         t = time.perf_counter()
         window = time.time()
         try:
-            output = run(plan)
+            if sc.engine_options.shards.workers > 1:  # one run over Ray workers
+                from sim.shards import run_sharded
+
+                output = run_sharded(sc, engine, plan)
+            else:
+                output = run(plan)
         except BaseException:
             if sniffer is not None:  # never leave a tcpdump running behind a failed run
                 sniffer.stop()
@@ -491,6 +521,7 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
             records.append(query_record(sc, engine, scheme, job_, stub, walks, ns, target_ids,
                                         plan.hierarchy.zone_of, cand))
         load.extend(load_records(sc, engine, scheme, plan, output, network))
+    gc.unfreeze()
     df = pd.DataFrame(records)
     load_df = pd.DataFrame(load)
     summary = {**summarise(sc, engine, df, ns), "replay": replay}
@@ -585,12 +616,12 @@ def compare_capture(df: pd.DataFrame, pcap: Path, windows: list, tool: str,
 
 
 def calibrate(sc: Scenario, ns: Namespace, jobs: list[Job], scheme: SchemeSpec | None = None,
-              sample: int = 60) -> dict[str, float]:
+              sample: int = 60, hierarchy: Hierarchy | None = None) -> dict[str, float]:
     """Median measured cost per node kind from a short simulated pre-run of ``scheme``
     (default: the first) over the first ``sample`` jobs (seconds)."""
     from sim.engine_simpy import run_simpy
 
-    plan, _ = make_plan(sc, scheme or sc.schemes[0], ns, jobs[:sample])
+    plan, _ = make_plan(sc, scheme or sc.schemes[0], ns, jobs[:sample], hierarchy=hierarchy)
     plan.measure = {}
     plan.faults = None  # calibration measures node code, not outages
     run_simpy(plan)

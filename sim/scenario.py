@@ -240,10 +240,17 @@ class WorkloadSpec(_Model):
 
 
 class CacheSpec(_Model):
+    """TTLs (seconds) the zones publish, and the servers' caches. The resolvers' caches
+    are per scheme (``cache``, ``query_mock``, ``warm``, ``serve_stale``)."""
+
     ns_ttl: int = Field(86_400, ge=0)
     srv_ttl: int = Field(300, ge=0)
     a_ttl: int = Field(300, ge=0)
     negative_ttl: int = Field(60, ge=0)
+    # each authoritative server's cache of whole replies, keyed on the query's bytes after
+    # its ID (replies are byte-identical either way; off: every query is scored and encoded)
+    packet_cache: bool = True
+    packet_cache_size: int = Field(4096, ge=1, description="replies kept per server")
 
 
 FaultKind = Literal["down", "slow", "lossy", "delay", "partition"]
@@ -325,6 +332,14 @@ class RaySpec(_Model):
     address: str | None = None  # a Ray cluster to join (default: a local instance)
 
 
+class ShardSpec(_Model):
+    """One simpy run sharded over Ray workers (see :mod:`sim.shards`): resolvers split
+    across ``workers`` shards, each agent with its resolver, servers replicated per shard."""
+
+    workers: int = Field(1, ge=1, description="shards (Ray actors); 1 = one process")
+    address: str | None = None  # a Ray cluster to join (default: a local instance)
+
+
 class MininetSpec(_Model):
     """Mininet engine: hosts per graph site or per node; kernel netem or user-space links."""
 
@@ -336,6 +351,7 @@ class MininetSpec(_Model):
 class EngineOptions(_Model):
     ray: RaySpec = RaySpec()
     mininet: MininetSpec = MininetSpec()
+    shards: ShardSpec = ShardSpec()
 
 
 class Scenario(_Model):

