@@ -30,6 +30,7 @@ Run
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import sys
@@ -76,14 +77,22 @@ def load() -> str:
 
 def engine_times(sc: Scenario) -> dict[str, float]:
     """The engine alone, both ways, on the same plan: one process (``run_simpy`` here) and
-    the shards (the actors' runs, shipping the pieces back, merging); CPU and wall seconds.
-    """
+    the shards (the actors' runs, shipping the pieces back, loading and merging them); CPU
+    and wall seconds. One process first, its output dropped before the shards run, so
+    neither side's garbage collector walks the other's objects."""
     import ray
 
     ns = build_namespace(sc)
     jobs = build_jobs(sc, ns, sc.network.agents)
-    plan, _ = make_plan(sc, sc.schemes[0], ns, jobs)
     out: dict[str, float] = {}
+    plan, _ = make_plan(sc, sc.schemes[0], ns, jobs)
+    t, cpu = time.perf_counter(), time.process_time()
+    result = run_simpy(plan)
+    out["one_wall_s"] = time.perf_counter() - t
+    out["one_cpu_s"] = time.process_time() - cpu
+    del result
+    gc.collect()
+    plan, _ = make_plan(sc, sc.schemes[0], ns, jobs)
     t = time.perf_counter()
     actors = shards.prepare(sc, plan)  # each worker builds namespace, jobs and servers
     out["prepare_s"] = time.perf_counter() - t
@@ -103,11 +112,6 @@ def engine_times(sc: Scenario) -> dict[str, float]:
     out["max_shard_cpu_s"] = max(p.cpu_s for p in pieces)
     out["sum_shard_cpu_s"] = sum(p.cpu_s for p in pieces)
     out["ship_s"] = got - t - out["max_shard_wall_s"]  # results back to the driver (about)
-    plan, _ = make_plan(sc, sc.schemes[0], ns, jobs)
-    t, cpu = time.perf_counter(), time.process_time()
-    run_simpy(plan)
-    out["one_wall_s"] = time.perf_counter() - t
-    out["one_cpu_s"] = time.process_time() - cpu
     return out
 
 
@@ -186,8 +190,10 @@ def speed(args: argparse.Namespace) -> None:
     print(f"    speed-up: wall {e['one_wall_s'] / e['shards_wall_s']:.2f}x; CPU-bound "
           f"(one-process CPU / (slowest shard CPU + shipping + merging)) "
           f"{e['one_cpu_s'] / (e['max_shard_cpu_s'] + e['ship_s'] + e['merge_s']):.2f}x")
-    many, t_many, w_many = timed(big)
+    gc.collect()
     one, t_one, w_one = timed(big.with_overrides({"engine_options.shards.workers": 1}))
+    gc.collect()
+    many, t_many, w_many = timed(big)
     print(f"  whole run_scenario ({load()}): one process {w_one:.1f} s (engine {t_one:.1f} s),"
           f" {args.workers} shards {w_many:.1f} s (engine {t_many:.1f} s): "
           f"{w_one / w_many:.2f}x")

@@ -102,6 +102,16 @@ def cases(only: str | None) -> list[tuple[str, Scenario]]:
     return [(n, s) for n, s in out if only is None or only in n]
 
 
+#: Libraries whose output formats the digests depend on (CSV/JSON number formatting, BM25).
+LIBRARIES = ("pandas", "numpy", "pyarrow", "dnslib", "bm25s", "simpy")
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    return {name: version(name) for name in LIBRARIES}
+
+
 def digest(folder: Path) -> dict[str, str]:
     return {f: hashlib.sha256((folder / f).read_bytes()).hexdigest() for f in FILES}
 
@@ -127,6 +137,9 @@ def main() -> int:
     p.add_argument("--skip", help="skip cases whose name contains this")
     args = p.parse_args()
     golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    if not args.record and golden.get("_versions", versions()) != versions():
+        print(f"note: digests recorded with {golden['_versions']}, running {versions()}; "
+              f"number formatting may differ")
     bad = 0
     for name, sc in cases(args.only):
         if args.skip and args.skip in name:
@@ -153,6 +166,7 @@ def main() -> int:
         print(f"{name:42s} {'DIFFERENT: ' + ', '.join(diff) if diff else 'identical'} "
               f"({took:.1f} s)", flush=True)
     if args.record:
+        golden["_versions"] = versions()
         GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
     elif bad:
         print(f"{bad} case(s) differ from {GOLDEN.name}")

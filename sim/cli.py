@@ -183,9 +183,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from analysis.report import print_capture, print_summary
     from sim.runner import run_scenario
     from sim.scenario import ScenarioError, load_scenario
+    from sim.shards import start as start_shards
 
     try:
         scenario = _with_shards(load_scenario(args.file), args)
+        start_shards(scenario)  # the workers build the run while this process builds its own
         result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
                               progress=lambda m: console.print(m, style="dim"),
                               capture=args.capture)
@@ -193,10 +195,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     print_summary(result.summary, console)
-    if (workers := scenario.engine_options.shards.workers) > 1:
-        console.print(f"sharded over {workers} Ray workers (sim.shards): walks as in one "
-                      f"process; link-delay draws, server queueing and packet caches per "
-                      f"shard", style="dim")
+    if (workers := scenario.engine_options.shards.workers) > 1 or args.shards:
+        if workers > 1:
+            console.print(f"sharded over {workers} Ray workers (sim.shards): walks as in one "
+                          f"process; link-delay draws, server queueing and packet caches per "
+                          f"shard", style="dim")
+        console.print("engine wall time: " + ", ".join(
+            f"{name} {s:.1f} s" for name, s in result.summary["wall_s"].items()), style="dim")
     if result.summary["engine"] == "live":
         console.print("live engine: link delay and loss emulated in user space by the socket "
                       "adapters (no netem qdisc on this machine)", style="dim")

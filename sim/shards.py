@@ -9,14 +9,19 @@ itself from the scenario (everything is deterministic from scenario and seed; on
 scenario travels, as a dict), then, per scheme, builds the same plan as the driver
 (:func:`sim.runner.make_plan`, with the driver's calibrated processing times), keeps its
 shard's resolvers, agents and jobs (:func:`restrict`), and runs :func:`run_simpy` with its
-own link-delay stream (``RunPlan.shard``). The driver merges the pieces
+own link-delay stream (``RunPlan.shard``). Its output comes back as compact pickled bytes
+(:func:`pack`); the driver loads each piece as it arrives, merges them
 (:func:`merge_shards`) into one :class:`EngineOutput` and adds the servers' counters up,
-so records, ``nodes.csv`` and the summary come out of the runner unchanged.
+so records, ``nodes.csv`` and the summary come out of the runner unchanged. Actors and
+their built run are kept for the next scheme and run of the same scenario; ``tooldns run``
+starts them (:func:`start`) before the driver builds its own copy, so the builds overlap.
 
-Exact per query (when link delays do not change the walk: no loss, no timeouts): the walk,
-i.e. round trips, exchanges, servers contacted, bytes and packets, resolver cache hits,
-tools examined and returned tools; per node: resolvers' and agents' counters, servers'
-summed rx/tx and query counters. Approximated: link-delay draws (another random stream
+Exact per query as long as link delays do not change the walk (they do with loss or
+timeouts; with replicas, the SRTT choice among them; with several agents on a resolver,
+the order their queries meet its cache in): the walk, i.e. round trips, exchanges,
+servers contacted, bytes and packets, resolver cache hits, tools examined and returned
+tools; per node: resolvers' and agents' counters, servers' summed rx/tx and query
+counters. Approximated: link-delay draws (another random stream
 per shard: the same distribution, not the same packet by packet), server queueing (a
 shard's servers see only its queries), server packet-cache hits (per shard), warming
 (each shard starts its workload when its own resolvers are warm) and whatever follows
@@ -25,22 +30,20 @@ from these (latency; with loss or timeouts, retries and the walks they change).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import hashlib
 import io
 import json
 import pickle
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from sim.engines import EngineOutput, RunPlan
 from sim.nodehost import HostOutput, merge_outputs
 from sim.scenario import Scenario, ScenarioError
+from topologies.namespace import gc_paused
 
 #: Processing times the driver sets on its plan (calibrated or fixed); shards use the same.
 TIMES = ("server_time", "server_semantic_time", "resolver_time", "resolver_stub_time",
@@ -209,25 +212,14 @@ class _Pickler(pickle.Pickler):
 def pack(result: ShardOutput) -> bytes:
     """A shard's output as bytes for the driver (:func:`unpack` reads them)."""
     buf = io.BytesIO()
-    with _no_gc():
+    with gc_paused():
         _Pickler(buf).dump(result)
     return buf.getvalue()
 
 
 def unpack(data: bytes) -> ShardOutput:
-    with _no_gc():  # many new objects, no cycles: a collection would only walk the heap
+    with gc_paused():  # many new objects, no cycles: a collection would only walk the heap
         return pickle.loads(data)
-
-
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 # ------------------------------------------------------------------------ merging
@@ -321,6 +313,24 @@ def shard_actors(ray: Any, workers: int) -> list[Any]:
     return pool[:workers]
 
 
+def _keyed(sc: Scenario) -> tuple[dict, str]:
+    data = sc.model_dump(mode="json")
+    return data, hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def start(sc: Scenario) -> None:
+    """Start Ray, the shard actors and their build of the run now, without waiting: called
+    before the driver builds its own copy (``tooldns run``), the builds overlap."""
+    from sim.engine_ray import ensure_ray
+
+    spec = sc.engine_options.shards
+    if spec.workers > 1:
+        ray = ensure_ray(spec.address)
+        data, key = _keyed(sc)
+        for actor in shard_actors(ray, spec.workers):
+            actor.prepare.remote(data, key)
+
+
 def prepare(sc: Scenario, plan: RunPlan) -> list[Any]:
     """Start (or reuse) the shard actors and have each build the run from the scenario;
     check they built the same jobs, nodes and servers as the driver's ``plan``."""
@@ -329,8 +339,7 @@ def prepare(sc: Scenario, plan: RunPlan) -> list[Any]:
     spec = sc.engine_options.shards
     ray = ensure_ray(spec.address)
     actors = shard_actors(ray, spec.workers)
-    data = sc.model_dump(mode="json")
-    key = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    data, key = _keyed(sc)
     try:
         prints = ray.get([a.prepare.remote(data, key) for a in actors])
     except BaseException:
@@ -361,7 +370,7 @@ def run_sharded(sc: Scenario, engine: str, plan: RunPlan) -> EngineOutput:
     except BaseException:  # an actor in an unknown state is not reused
         _drop(ray)
         raise
-    with _no_gc():
+    with gc_paused():
         return merge_shards(plan, pieces)
 
 

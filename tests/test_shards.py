@@ -10,9 +10,9 @@ import pytest
 from engine_cases import SAME, first_plan, small
 
 import sim.shards as shards
-from sim.cli import _with_shards
+from sim.cli import _with_shards, main
 from sim.runner import run_scenario
-from sim.scenario import Scenario, ScenarioError, load_scenario
+from sim.scenario import Scenario, ScenarioError, load_scenario, resolved_yaml
 
 # six resolvers with one agent each (closed loop: a resolver's queries come in one order
 # whatever the link delays), one replica per zone (so every query meets the same server)
@@ -89,11 +89,15 @@ def test_sharded_run_agrees_with_one_process(
 @pytest.mark.ray
 def test_sharded_runs_are_deterministic(ray_session, tmp_path: Path  # type: ignore[no-untyped-def]
                                         ) -> None:
-    """Same scenario, seed and shards: identical files (fixed processing, random delays)."""
+    """Same scenario, seed and shards: identical files (fixed processing, random delays),
+    whether sharded by the file or by ``tooldns run --shards``."""
     sc = sharded(2, **{"network.processing.model": "fixed",
                        "network.link.delay.dist": "normal", "network.link.delay.std": 0.004})
-    for name in ("a", "b"):
-        run_scenario(sc, out_dir=tmp_path / name)
+    run_scenario(sc, out_dir=tmp_path / "a")
+    path = tmp_path / "s.yaml"
+    path.write_text(resolved_yaml(sc.with_overrides({"engine_options.shards.workers": 1})),
+                    encoding="utf-8")
+    assert main(["run", str(path), "--shards", "2", "--out", str(tmp_path / "b")]) == 0
     for name in ("results.csv", "nodes.csv", "summary.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     # per-shard link-delay streams: latencies differ from the one-process run packet by
