@@ -11,17 +11,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from dnslib import QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord
+from dnslib import RCODE, DNSHeader, DNSQuestion, DNSRecord
 
-from nodes.message import encode_query, parse_response
+from nodes.message import TYPE_A, TYPE_SRV, encode_query, parse_response
 from nodes.resolver import Discovery, Endpoint, Outgoing, Step, Transport
 from nodes.wire import DEFAULT_EDNS_SIZE, DEFAULT_OPTION_CODE, Intent, cursor_name, normalise
 from nodes.wire import opt_record as _opt
 from nodes.zone import Address
-
-# dnslib's Bimap attribute lookups cost a method call each: read them once
-TYPE_A = int(QTYPE.A)
-TYPE_SRV = int(QTYPE.SRV)
 
 
 @dataclass

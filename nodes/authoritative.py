@@ -180,10 +180,11 @@ class _ZoneState:
     def node(self, owner: str) -> dict[int, list[Rec]] | None:
         """The records owned by ``owner`` (encoding a tool's on first use)."""
         node = self.records.get(owner)
-        if node is None and owner in self.lazy:
-            node = self.records[owner] = {}
-        if node is not None and owner in self.lazy:
-            _add_tool_records(node, owner, self.lazy.pop(owner), self.name, self.data.ttls)
+        tools = self.lazy.pop(owner, None)
+        if tools is not None:
+            if node is None:
+                node = self.records[owner] = {}
+            _add_tool_records(node, owner, tools, self.name, self.data.ttls)
         return node
 
 

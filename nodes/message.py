@@ -27,6 +27,8 @@ from collections import OrderedDict
 
 from dnslib import DNSRecord
 
+from nodes.codec import name_wire
+
 _HEADER = struct.Struct("!HHHHHH")
 _QFIXED = struct.Struct("!HH")
 _RR_FIXED = struct.Struct("!HHIH")
@@ -38,6 +40,10 @@ _OPT_HEAD = b"\x00\x00\x29"  # root owner name, TYPE 41
 _SAFE = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*"
 _SAFE_OR_DOT = _SAFE + b"."
 A, NS, SOA, TXT, SRV, OPT = 1, 2, 6, 16, 33, 41
+#: The same, under names that do not clash with dnslib's record classes, for the resolver
+#: and agents (dnslib's ``QTYPE.X`` is a method call per lookup), and response codes.
+TYPE_A, TYPE_NS, TYPE_SOA, TYPE_TXT, TYPE_SRV, TYPE_DNSKEY = A, NS, SOA, TXT, SRV, 48
+RC_NOERROR, RC_FORMERR, RC_SERVFAIL, RC_NXDOMAIN, RC_NOTIMP, RC_REFUSED = range(6)
 
 
 class Header:
@@ -290,16 +296,11 @@ def plain_name(name: str) -> bytes | None:
     """Uncompressed wire form of a plain dotted name, or None if it is not plain."""
     if name in (".", ""):
         return b"\x00"
-    raw = name.encode("ascii", "replace")
-    labels = raw.rstrip(b".").split(b".")
-    out = bytearray()
-    for label in labels:
-        if not 0 < len(label) <= 63 or label.translate(None, _SAFE):
-            return None
-        out.append(len(label))
-        out += label
-    out.append(0)
-    return bytes(out) if len(out) <= 255 else None
+    labels = name.encode("ascii", "replace").rstrip(b".").split(b".")
+    if any(not 0 < len(label) <= 63 or label.translate(None, _SAFE) for label in labels):
+        return None
+    wire = name_wire(name)
+    return wire if len(wire) <= 255 else None
 
 
 def encode_query(qid: int, flags: int, qname: str, qtype: int,

@@ -35,7 +35,24 @@ from dnslib import QTYPE, RCODE, RR, SRV, A, DNSHeader, DNSQuestion, DNSRecord, 
 
 from nodes import dnssec
 from nodes.codec import QueryView, parse_query
-from nodes.message import Message, encode_answer, encode_query, parse_response
+from nodes.message import (
+    RC_FORMERR,
+    RC_NOERROR,
+    RC_NOTIMP,
+    RC_NXDOMAIN,
+    RC_REFUSED,
+    RC_SERVFAIL,
+    TYPE_A,
+    TYPE_DNSKEY,
+    TYPE_NS,
+    TYPE_SOA,
+    TYPE_SRV,
+    TYPE_TXT,
+    Message,
+    encode_answer,
+    encode_query,
+    parse_response,
+)
 from nodes.scoring import BM25Scorer, ScoreIndex, Scorer, top_k
 from nodes.trust import TrustPolicy
 from nodes.wire import (
@@ -59,20 +76,6 @@ from nodes.wire import (
     requester_udp_size,
 )
 from nodes.zone import Address
-
-# dnslib's Bimap attribute lookups cost a method call each: read them once
-TYPE_A = int(QTYPE.A)
-TYPE_DNSKEY = int(QTYPE.DNSKEY)
-TYPE_NS = int(QTYPE.NS)
-TYPE_SOA = int(QTYPE.SOA)
-TYPE_SRV = int(QTYPE.SRV)
-TYPE_TXT = int(QTYPE.TXT)
-RC_FORMERR = int(RCODE.FORMERR)
-RC_NOERROR = int(RCODE.NOERROR)
-RC_NOTIMP = int(RCODE.NOTIMP)
-RC_NXDOMAIN = int(RCODE.NXDOMAIN)
-RC_REFUSED = int(RCODE.REFUSED)
-RC_SERVFAIL = int(RCODE.SERVFAIL)
 
 Mode = Literal["aware", "strip", "pass-through"]
 Transport = Literal["udp", "tcp"]
@@ -963,22 +966,8 @@ class RecursiveResolver:
             self._reply_client(msg, src, transport, RC_FORMERR)
             return
         q = msg.q
-        tq = parse_tool_name(q.qname)
-        if (self.config.mode == "aware" and intent is not None and tq is not None and tq.cursor
-                and q.qtype == TYPE_SRV):
-            request = Discovery(intent=intent.text, service=tq.service, proto=tq.proto,
-                                k=intent.k, start=tq.zone)
-            result = DiscoveryResult(request=request, started=now, client=(src, msg.header.id))
-            task = _Task(gen=self._discover(request, result), result=result,
-                         client=(msg, src, transport))
-        else:
-            upstream = None if self.config.mode == "strip" else intent
-            result = DiscoveryResult(request=Discovery(intent=intent.text if intent else "",
-                                                       start=normalise(q.qname)), started=now,
-                                     client=(src, msg.header.id))
-            task = _Task(gen=self._plain(normalise(q.qname), q.qtype, upstream, result),
-                         result=result, client=(msg, src, transport))
-        self._start(task, now)
+        self._start_client(intent, normalise(q.qname), q.qtype, src, msg.header.id,
+                           (msg, src, transport), b"", now)
 
     def _on_client_view(self, view: QueryView, data: bytes, src: Address, now: float,
                         transport: Transport) -> bool:
@@ -999,22 +988,28 @@ class RecursiveResolver:
                     return False
                 break
         self.stats["client_queries"] += 1
-        tq = parse_tool_name(view.qname)
+        self._start_client(intent, view.qname, view.qtype, src, view.id,
+                           (view, src, transport), data, now)
+        return True
+
+    def _start_client(self, intent: Intent | None, qname: str, qtype: int, src: Address,
+                      qid: int, client: tuple, wire: bytes, now: float) -> None:
+        """A stub's query (``qname`` normalised): a ToolDNS walk for an intent on a cursor
+        name (aware mode), else plain resolution with the option stripped or forwarded."""
+        tq = parse_tool_name(qname)
         if (self.config.mode == "aware" and intent is not None and tq is not None and tq.cursor
-                and view.qtype == TYPE_SRV):
+                and qtype == TYPE_SRV):
             request = Discovery(intent=intent.text, service=tq.service, proto=tq.proto,
                                 k=intent.k, start=tq.zone)
-            result = DiscoveryResult(request=request, started=now, client=(src, view.id))
+            result = DiscoveryResult(request=request, started=now, client=(src, qid))
             gen = self._discover(request, result)
         else:
             upstream = None if self.config.mode == "strip" else intent
             result = DiscoveryResult(request=Discovery(intent=intent.text if intent else "",
-                                                       start=view.qname), started=now,
-                                     client=(src, view.id))
-            gen = self._plain(view.qname, view.qtype, upstream, result)
-        self._start(_Task(gen=gen, result=result, client=(view, src, transport),
-                          client_wire=data), now)
-        return True
+                                                       start=qname), started=now,
+                                     client=(src, qid))
+            gen = self._plain(qname, qtype, upstream, result)
+        self._start(_Task(gen=gen, result=result, client=client, client_wire=wire), now)
 
     def _plain(self, qname: str, qtype: int, intent: Intent | None, result: DiscoveryResult):
         msg, error = yield from self._iterate(qname, qtype, intent, result)
@@ -1062,12 +1057,8 @@ class RecursiveResolver:
         """The bytes :meth:`_answer_client` and :meth:`_fit_client` give for a discovery's
         answer, written by ``nodes.message.encode_answer`` (None: let dnslib write it)."""
         rcode = RC_NOERROR
-        if result.endpoints:
-            pass
-        elif result.error:
-            rcode = RC_SERVFAIL if result.rcode != "NXDOMAIN" else RC_NXDOMAIN
-        elif result.rcode == "NXDOMAIN":
-            rcode = RC_NXDOMAIN
+        if not result.endpoints and (result.error or result.rcode == "NXDOMAIN"):
+            rcode = RC_SERVFAIL if result.error and result.rcode != "NXDOMAIN" else RC_NXDOMAIN
         edns = query.opt_udp is not None
         limit = MAX_MESSAGE_SIZE if transport == "tcp" else (
             min(max(CLASSIC_UDP_SIZE, query.opt_udp), self.config.edns_size)  # type: ignore[type-var]
