@@ -16,15 +16,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from sim.atomic import atomic_write
+
 # fixed metadata so the same records give byte-identical PNG files
 _META = {"Software": None}
 
 
 def _save(fig: plt.Figure, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight", metadata=_META)
-    plt.close(fig)
-    tmp.replace(path)
+    """Atomically (sim.atomic: a temporary file beside ``path``, removed on failure; mode
+    from the umask; disk errors as one-line OutputError)."""
+    try:
+        atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110,
+                                                   bbox_inches="tight", metadata=_META))
+    finally:
+        plt.close(fig)
 
 
 def latency_cdf(df: pd.DataFrame, path: Path) -> None:

@@ -66,6 +66,8 @@ class StubAgent:
     ) -> None:
         self.resolver = resolver
         self.rng = rng
+        # query IDs: from ``rng`` unless the live adapters set an OS-random source here
+        self.id_source: random.Random | None = None
         self.option_code = option_code
         self.timeout = timeout
         self.attempts = attempts
@@ -76,6 +78,10 @@ class StubAgent:
         self._done: list[StubResult] = []
         self.ignored = 0
 
+    def is_pending(self, qid: int) -> bool:
+        """Whether a query with this ID still awaits its answer."""
+        return qid in self._pending
+
     def ask(self, tag: object, request: Discovery, now: float) -> StubResult:
         result = StubResult(tag=tag, request=request, sent=now)
         qname = cursor_name(request.service, request.start, request.proto)
@@ -85,9 +91,10 @@ class StubAgent:
 
     def _send(self, result: StubResult, qname: str, attempt: int, transport: Transport,
               now: float) -> None:
-        qid = self.rng.randrange(1, 65536)
+        ids = self.id_source or self.rng
+        qid = ids.randrange(1, 65536)
         while qid in self._pending:
-            qid = self.rng.randrange(1, 65536)
+            qid = ids.randrange(1, 65536)
         intent = Intent(result.request.intent, k=result.request.k)
         wire = encode_query(qid, 0x0100, qname, TYPE_SRV,  # RD set
                             [(self.option_code, intent.encode())], self.edns_size)

@@ -78,6 +78,9 @@ _HEADER = struct.Struct("!HHHHHH")
 _COUNTS3 = struct.Struct("!HHH")  # ANCOUNT, NSCOUNT, ARCOUNT
 _INTENT_HEADER = struct.Struct("!BHB")  # nodes.wire.Intent: version · length · K
 _RX = {"udp": "rx_udp", "tcp": "rx_tcp"}  # counter keys, not rebuilt per query
+# a packet-cache entry's memory beyond its key and reply bytes: two bytes headers (33 each),
+# a 2-tuple (56) and the OrderedDict's link and table slot (about 100), on CPython 3.11
+_CACHE_ENTRY_OVERHEAD = 220
 NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED = 0, 1, 2, 3, 4, 5
 BADVERS = 16  # RFC 6891 extended RCODE
 ANSWER, AUTHORITY, ADDITIONAL = 1, 2, 3
@@ -221,6 +224,7 @@ class AuthoritativeServer:
         signer: ZoneSigner | None = None,
         scores_code: int = SCORES_OPTION_CODE,
         embedding_code: int = EMBEDDING_OPTION_CODE,
+        packet_cache_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self.name = name
         self.scores_code = scores_code  # the option asking for (and carrying) scores
@@ -231,6 +235,10 @@ class AuthoritativeServer:
         self.max_udp_size = max_udp_size
         self.stats = ServerStats()
         self.packet_cache_size = packet_cache
+        # bytes of keys and replies kept (a query's bytes are the key, so a stream of large
+        # queries must not grow the cache); one entry may take at most 1/16 of the budget
+        self.packet_cache_bytes = packet_cache_bytes
+        self._cache_bytes = 0
         # First in, first out. OrderedDict evicts its oldest entry in O(1); a plain dict's
         # ``del d[next(iter(d))]`` rescans the deleted prefix and cost ~2 µs per miss here.
         self._cache: OrderedDict[bytes, tuple[bytes, str]] = OrderedDict()
@@ -245,8 +253,12 @@ class AuthoritativeServer:
         unsigned. What depends only on the zone data (records, score indexes, parsed
         query names) is kept, so a new run on the same zones skips rebuilding it."""
         self.stats = ServerStats()
-        self._cache.clear()
+        self._clear_cache()
         self.signer = None
+
+    def _clear_cache(self) -> None:
+        self._cache.clear()
+        self._cache_bytes = 0
 
     # ------------------------------------------------------------------ zone data
 
@@ -257,7 +269,7 @@ class AuthoritativeServer:
             raise ValueError(f"{zone.name}: its children carry centroids but the "
                              f"{self.scorer.name!r} scorer cannot score vectors (use dense)")
         self._zones[normalise(zone.name)] = state
-        self._cache.clear()
+        self._clear_cache()
 
     @property
     def zones(self) -> list[str]:
@@ -317,10 +329,22 @@ class AuthoritativeServer:
             counts["signed"] += 1
         counts["tx_bytes"] += len(out)
         if key is not None and kind != "internal_error":
-            if len(self._cache) >= self.packet_cache_size:
-                self._cache.popitem(last=False)
-            self._cache[key] = (out, kind)
+            self._remember(key, out, kind)
         return out
+
+    def _remember(self, key: bytes, out: bytes, kind: str) -> None:
+        """Keep a reply in the packet cache, within its entry and byte bounds (FIFO)."""
+        cost = len(key) + len(out) + _CACHE_ENTRY_OVERHEAD
+        if cost * 16 > self.packet_cache_bytes:
+            self.stats.counts["packet_cache_too_big"] += 1
+            return
+        cache = self._cache
+        while cache and (len(cache) >= self.packet_cache_size
+                         or self._cache_bytes + cost > self.packet_cache_bytes):
+            old_key, (old_out, _) = cache.popitem(last=False)
+            self._cache_bytes -= len(old_key) + len(old_out) + _CACHE_ENTRY_OVERHEAD
+        cache[key] = (out, kind)
+        self._cache_bytes += cost
 
     def _learn_name(self, qname: str) -> _NameInfo:
         """Parse a plain query name once: its ToolDNS parts and its suffix offsets.

@@ -31,7 +31,14 @@ import h11
 from cryptography import x509
 
 from nodes.http import ClientConnection, Response
-from nodes.pki import TrustError, canonical, serial_hex, verify_chain, verify_signature
+from nodes.pki import (
+    Identity,
+    TrustError,
+    canonical,
+    serial_hex,
+    verify_chain,
+    verify_signature,
+)
 from nodes.resolver import Discovery, Endpoint
 from nodes.scoring import Scorer, top_k
 from nodes.zone import Address
@@ -45,7 +52,7 @@ class RegistryConfig:
     keepalive: bool = False
     tls: bool = False
     timeout: float = 5.0  # seconds per HTTP call (and per connection attempt)
-    token: str = "agent_" + "T" * 43
+    token: str = ""  # AgentDNS bearer token the registry issued (none sent when empty)
     resolve: bool = False  # AgentDNS: also call resolve for the first hit
     resolve_top: int = 1  # ANS: agents resolved (one signed POST each)
     verify: bool = True  # ANS: verify certificate chain and signatures
@@ -122,6 +129,16 @@ class _Task:
     call: _Call | None = None
     step: HttpStep | None = None
     deadline: float | None = None
+
+
+def ans_registration(provider: Identity, fields: dict, now: float) -> bytes:
+    """The body of an ANS ``POST /v1/agents`` signed by ``provider`` (whose certificate,
+    from the registry's CA, names the ``provider`` field): ``fields`` (agentID,
+    agentCapability, protocol, provider, description, address, port) plus ``timestamp``
+    (node time) go under the Ed25519 signature, the certificate rides along."""
+    signed = {**fields, "timestamp": round(now, 6)}
+    return canonical({**signed, "cert": provider.cert_pem,
+                      "signature": provider.sign(canonical(signed))})
 
 
 def _json_call(name: str, method: str, target: str, obj: object, headers=()) -> _Call:
@@ -285,7 +302,7 @@ class RegistryAgent:
     # -- discoveries ------------------------------------------------------------------
 
     def _agentdns(self, req: Discovery, result: RegistryResult):
-        auth = [("Authorization", f"Bearer {self.config.token}")]
+        auth = [("Authorization", f"Bearer {self.config.token}")] if self.config.token else []
         limit = req.k or 10
         resp, _ = yield _json_call("search", "POST", "/api/v1/discovery/search",
                                    {"query": req.intent, "limit": limit,

@@ -34,6 +34,7 @@ from typing import Literal
 from dnslib import QTYPE, RCODE, RR, SRV, A, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
 from nodes import dnssec
+from nodes.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, Entry, Store
 from nodes.codec import QueryView, parse_query
 from nodes.message import (
     RC_FORMERR,
@@ -53,7 +54,7 @@ from nodes.message import (
     encode_query,
     parse_response,
 )
-from nodes.scoring import BM25Scorer, ScoreIndex, Scorer, top_k
+from nodes.scoring import BM25Scorer, Scorer, top_k
 from nodes.trust import TrustPolicy
 from nodes.wire import (
     CLASSIC_UDP_SIZE,
@@ -78,6 +79,7 @@ from nodes.wire import (
 from nodes.zone import Address
 
 Mode = Literal["aware", "strip", "pass-through"]
+SRTT_MAX = 65_536  # servers whose smoothed RTT is remembered
 Transport = Literal["udp", "tcp"]
 
 
@@ -101,6 +103,13 @@ class ResolverConfig:
     option_code: int = DEFAULT_OPTION_CODE
     dns_port: int = 53
     max_rounds: int = 24  # loop guard
+    # bounds on everything cached (one LRU over all tables; bytes are estimated with
+    # sys.getsizeof, see nodes.cache); the least recently used items go first
+    cache_max_entries: int = DEFAULT_MAX_ENTRIES
+    cache_max_bytes: int = DEFAULT_MAX_BYTES
+    # stub queries being resolved at once; more are dropped and counted (as Unbound's
+    # num-queries-per-thread), so a flood of distinct intents cannot grow state unbounded
+    max_clients: int = 10_000
     srtt_alpha: float = 0.3
     selection: Literal["srtt", "random"] = "srtt"  # replica order: smoothed RTT or random
     srtt_decay: float = 1.0  # SRTT of replicas not chosen is multiplied by this (BIND-style
@@ -228,12 +237,6 @@ class ChildInfo:
 
 
 @dataclass
-class _Entry:
-    value: object
-    expires: float
-
-
-@dataclass
 class _Task:
     gen: Generator[list[Ask], list[Reply], object]
     result: DiscoveryResult | None
@@ -273,6 +276,9 @@ class RecursiveResolver:
     ) -> None:
         self.config = config or ResolverConfig()
         self.rng = rng
+        # query IDs: from ``rng`` (seeded) in simulation, for determinism; the live adapters
+        # set an OS-random source (RFC 5452: IDs an off-path attacker cannot predict)
+        self.id_source: random.Random | None = None
         self.scorer = scorer or BM25Scorer()
         if self.config.send_embedding and not hasattr(self.scorer, "model"):
             raise ValueError("send_embedding needs a dense scorer (it embeds the intent)")
@@ -280,35 +286,47 @@ class RecursiveResolver:
         self.name = name
         self.root_hints = tuple((a, self.config.dns_port) for a in root_hints)
         self.stats: Counter[str] = Counter()
-        self.srtt: dict[Address, float] = {}
-        self._servers: dict[str, _Entry] = {}  # zone -> tuple[Address]
-        self._referrals: dict[tuple, _Entry] = {}  # (zone, svc, proto, intent, k) -> [zone]
-        self._children: dict[tuple[str, str], _Entry] = {}  # (zone, svc) -> [ChildInfo]
-        self._child_index: dict[tuple[str, str], tuple[object, ScoreIndex]] = {}
-        self._srv: dict[tuple, _Entry] = {}  # (zone, svc, proto, intent, k) -> [Endpoint]
-        self._addr: dict[str, _Entry] = {}  # target -> address
-        self._negative: dict[tuple[str, int], _Entry] = {}
-        self._keys: dict[str, _Entry] = {}  # zone -> validated DNSKEY rdataset (DNSSEC)
-        self._ds: dict[str, _Entry] = {}  # zone -> DS records validated in its parent
+        self.srtt: dict[Address, float] = {}  # bounded by SRTT_MAX (oldest dropped)
+        # every cached item lives in one LRU store bounded in entries and bytes
+        self.store = Store(self.config.cache_max_entries, self.config.cache_max_bytes)
+        table = self.store.table
+        self._servers = table("servers")  # zone -> tuple[Address]
+        self._referrals = table("referrals")  # (zone, svc, proto, intent, k) -> [zone]
+        self._children = table("children")  # (zone, svc) -> [ChildInfo]
+        self._child_index = table("child_index")  # (zone, svc) -> (children, ScoreIndex)
+        self._srv = table("srv")  # (zone, svc, proto, intent, k) -> [Endpoint]
+        self._addr = table("addr")  # target -> address
+        self._negative = table("negative")  # (qname, qtype) -> True
+        self._keys = table("keys")  # zone -> validated DNSKEY rdataset (DNSSEC)
+        self._ds = table("ds")  # zone -> DS records validated in its parent
         self._pending: dict[int, _Pending] = {}
         self._out: list[Outgoing] = []
         self._results: list[DiscoveryResult] = []
+        self._active_clients = 0
         self._now = 0.0
 
     # ------------------------------------------------------------------ public API
 
-    def discover(self, request: Discovery, now: float) -> None:
-        """Start a discovery; its result appears in :meth:`pop_results`."""
+    def discover(self, request: Discovery, now: float) -> DiscoveryResult:
+        """Start a discovery; its result (returned, filled in as the walk goes) appears in
+        :meth:`pop_results` when finished."""
         self._now = now
         result = DiscoveryResult(request=request, started=now)
         self._start(_Task(gen=self._discover(request, result), result=result), now)
+        return result
 
-    def warm(self, service: str, now: float, proto: str = "tcp", start: str = "tools.") -> None:
+    def warm(self, service: str, now: float, proto: str = "tcp", start: str = "tools."
+             ) -> DiscoveryResult:
         """K = 0 cache warming: fetch every delegation level below ``start`` for ``service``."""
         self._now = now
         request = Discovery(intent="", service=service, proto=proto, k=0, start=start)
         result = DiscoveryResult(request=request, started=now)
         self._start(_Task(gen=self._warm(request, result), result=result), now)
+        return result
+
+    def is_pending(self, qid: int) -> bool:
+        """Whether an upstream query with this ID still awaits its answer."""
+        return qid in self._pending
 
     def pop_results(self) -> list[DiscoveryResult]:
         out, self._results = self._results, []
@@ -331,7 +349,7 @@ class RecursiveResolver:
             if pending.step is not None:
                 pending.step.outcome = "timeout"
             old = self.srtt.get(pending.server, self.config.timeout)
-            self.srtt[pending.server] = max(old * 2, self.config.timeout)
+            self._set_srtt(pending.server, max(old * 2, self.config.timeout))
             self._retry(pending, now, "timeout")
 
     def receive(self, data: bytes, src: Address, now: float, transport: Transport = "udp") -> None:
@@ -391,9 +409,10 @@ class RecursiveResolver:
         now: float,
     ) -> None:
         ask = task.asks[index]
-        qid = self.rng.randrange(1, 65536)
+        ids = self.id_source or self.rng
+        qid = ids.randrange(1, 65536)
         while qid in self._pending:
-            qid = self.rng.randrange(1, 65536)
+            qid = ids.randrange(1, 65536)
         options = [] if ask.intent is None else [(self.config.option_code,
                                                   ask.intent.encode())]
         if ask.intent is not None and self._want_scores:
@@ -449,14 +468,15 @@ class RecursiveResolver:
             return
         ask = pending.task.asks[pending.index]
         q = msg.questions[0] if len(msg.questions) == 1 else None
-        if q is None or normalise(q.qname) != normalise(ask.qname) or q.qtype != ask.qtype:
+        if (q is None or q.qtype != ask.qtype or q.qclass != 1 or msg.header.opcode
+                or normalise(q.qname) != normalise(ask.qname)):
             self.stats["mismatched_question"] += 1  # keep waiting for the genuine answer
             return
         del self._pending[msg.header.id]
         rtt = now - pending.sent
         old = self.srtt.get(src)
         a = self.config.srtt_alpha
-        self.srtt[src] = rtt if old is None else (1 - a) * old + a * rtt
+        self._set_srtt(src, rtt if old is None else (1 - a) * old + a * rtt)
         step = pending.step
         if step is not None:
             step.rtt, step.bytes_in = rtt, size
@@ -474,6 +494,12 @@ class RecursiveResolver:
             return
         self._deliver(pending.task, pending.index,
                       Reply(msg, wire=data if self.config.dnssec else b""), now)
+
+    def _set_srtt(self, server: Address, value: float) -> None:
+        srtt = self.srtt
+        if server not in srtt and len(srtt) >= SRTT_MAX:
+            del srtt[next(iter(srtt))]  # forget the server learned first
+        srtt[server] = value
 
     def _malformed(self, data: bytes, src: Address, transport: Transport) -> None:
         self.stats["malformed"] += 1
@@ -507,7 +533,7 @@ class RecursiveResolver:
 
     def _put(self, table: dict, key: object, value: object, ttl: float) -> None:
         if self.config.cache:
-            table[key] = _Entry(value, self._now + ttl)
+            table[key] = Entry(value, self._now + ttl)
 
     def _servers_for(
         self, zone: str, known: dict[str, tuple[Address, ...]]
@@ -575,12 +601,12 @@ class RecursiveResolver:
         if children is None or not self.config.query_mock:
             return None
         cached = self._child_index.get((zone, service))
-        if cached is None or cached[0] is not children:  # built once per cached child list
+        if cached is None or cached.value[0] is not children:  # once per cached child list
             index = self.scorer.index([c.zone for c in children],  # type: ignore[union-attr]
                                       [c.summary for c in children])  # type: ignore[union-attr]
-            self._child_index[(zone, service)] = (children, index)
+            self._child_index[(zone, service)] = Entry((children, index), float("inf"))
         else:
-            index = cached[1]
+            index = cached.value[1]
         scores = index.scores(intent.text) if children else []
         eligible = [i for i, c in enumerate(children) if service in c.services]
         return [children[i].zone for i in top_k(scores, intent.k, eligible)]
@@ -608,7 +634,7 @@ class RecursiveResolver:
                 continue
             self._put(self._keys, zone, keys, dnssec.KEY_TTL)
             if not self.config.cache:  # validation needs the key for this walk at least
-                self._keys[zone] = _Entry(keys, self._now + dnssec.KEY_TTL)
+                self._keys[zone] = Entry(keys, self._now + dnssec.KEY_TTL)
 
     def _validated(self, reply: Reply, zone: str, result: DiscoveryResult) -> Reply:
         """The reply if its signatures verify with ``zone``'s validated key (recording the
@@ -624,7 +650,7 @@ class RecursiveResolver:
             return Reply(None, f"dnssec: bogus ({exc})")
         self.stats["dnssec_secure"] += 1
         for child, ds in children.items():
-            self._ds[child] = _Entry(ds, self._now + dnssec.KEY_TTL)
+            self._ds[child] = Entry(ds, self._now + dnssec.KEY_TTL)
         return reply
 
     def _is_leaf(self, zone: str, service: str) -> bool:
@@ -938,7 +964,7 @@ class RecursiveResolver:
                 self._learn_hints(reply.msg, req.service, zone, ttl)
                 infos = self._get(self._children, (zone, req.service)) or []
                 level.extend(c.zone for c in infos if not c.leaf)  # type: ignore[attr-defined]
-            result.leaves = sorted(z for (z, s), e in self._children.items() if s == req.service)
+            result.leaves = sorted(z for (z, s) in self._children if s == req.service)
         result.finished = self._now
         return result
 
@@ -947,6 +973,7 @@ class RecursiveResolver:
             task.result.finished = now
             self._results.append(task.result)
         if task.client is not None:
+            self._active_clients -= 1
             self._answer_client(task, now)
 
     # ------------------------------------------------------------------ stub service
@@ -996,6 +1023,10 @@ class RecursiveResolver:
                       qid: int, client: tuple, wire: bytes, now: float) -> None:
         """A stub's query (``qname`` normalised): a ToolDNS walk for an intent on a cursor
         name (aware mode), else plain resolution with the option stripped or forwarded."""
+        if self._active_clients >= self.config.max_clients:
+            self.stats["client_dropped_overload"] += 1
+            return
+        self._active_clients += 1
         tq = parse_tool_name(qname)
         if (self.config.mode == "aware" and intent is not None and tq is not None and tq.cursor
                 and qtype == TYPE_SRV):

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from nodes.cache import DEFAULT_MAX_BYTES
 from nodes.resolver import Discovery, DiscoveryResult, RecursiveResolver, ResolverConfig
 from nodes.wire import DEFAULT_OPTION_CODE, Intent, cursor_name, opt_record
 from topologies.namespace import Namespace, from_catalog, synthetic
@@ -62,12 +64,15 @@ def _add_namespace_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from sim.hierarchy import build_hierarchy
-    from sim.live import LiveHierarchy
+    from sim.live import LiveHierarchy, TcpLimits
 
     ns = _namespace(args)
     hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer,
-                                option_code=args.option_code)
-    live = LiveHierarchy(hierarchy, port=args.port, resolver_address=args.resolver)
+                                option_code=args.option_code,
+                                packet_cache_bytes=args.packet_cache_bytes)
+    live = LiveHierarchy(hierarchy, port=args.port, resolver_address=args.resolver,
+                         cache_max_bytes=args.cache_max_bytes, max_clients=args.max_clients,
+                         tcp_limits=TcpLimits(per_listener=args.tcp_clients))
 
     async def main() -> None:
         await live.start()
@@ -94,6 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             loop.call_later(args.duration, stop.set)
         await stop.wait()
         live.close()
+        await asyncio.sleep(0.1)  # aborted connections' handlers end before the loop does
 
     asyncio.run(main())
     return 0
@@ -179,21 +185,69 @@ def _query_via_resolver(args: argparse.Namespace, address: str, port: int, code:
 # ------------------------------------------------------------------------ run
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from analysis.report import print_capture, print_summary
-    from sim.runner import run_scenario
-    from sim.scenario import ScenarioError, load_scenario
-    from sim.shards import start as start_shards
+def _stderr(message: str) -> None:
+    """One line to stderr (no wrapping, no markup): errors and interruptions."""
+    print(" ".join(message.split()), file=sys.stderr, flush=True)
+
+
+class _Stopped:
+    """The exit status of an interrupted command: 130 (SIGINT) or 143 (SIGTERM)."""
+
+    code = 128 + signal.SIGINT
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[_Stopped]:
+    """SIGTERM stops a command the way Ctrl-C does (``KeyboardInterrupt``, via the SIGINT
+    handler, so asyncio's own handling applies), remembering which signal it was."""
+    stopped = _Stopped()
+
+    def on_term(signum: int, _frame: object) -> None:
+        stopped.code = 128 + signum
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+            raise KeyboardInterrupt
+        signal.raise_signal(signal.SIGINT)
 
     try:
-        scenario = _with_shards(load_scenario(args.file), args)
-        start_shards(scenario)  # the workers build the run while this process builds its own
-        result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
-                              progress=lambda m: console.print(m, style="dim"),
-                              capture=args.capture)
-    except ScenarioError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-        return 2
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (tests calling main() from a thread)
+        yield stopped
+        return
+    try:
+        yield stopped
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from sim.atomic import OutputError, check_output
+    from sim.scenario import ScenarioError, load_scenario
+
+    with _interruptible() as stopped:
+        try:
+            scenario = load_scenario(args.file)
+            # the output folder is tried before anything is imported, built or started
+            if warning := check_output(scenario, args.out, args.capture):
+                _stderr(warning)
+            scenario = _with_shards(scenario, args)
+            from analysis.report import print_capture, print_summary
+            from sim.runner import run_scenario
+            from sim.shards import start as start_shards
+
+            start_shards(scenario)  # the workers build the run while this process builds
+            result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
+                                  progress=lambda m: console.print(m, style="dim"),
+                                  capture=args.capture, check=False)
+        except ScenarioError as exc:
+            console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+            return 2
+        except OutputError as exc:
+            _stderr(f"tooldns run: error: {exc}")
+            return 1
+        except KeyboardInterrupt as exc:  # sim.runner.RunInterrupted says what was kept
+            _stderr(f"tooldns run: {exc}" if hasattr(exc, "finished") else
+                    "tooldns run: interrupted; no results written")
+            return stopped.code
     print_summary(result.summary, console)
     if (workers := scenario.engine_options.shards.workers) > 1 or args.shards:
         if workers > 1:
@@ -238,31 +292,38 @@ def _with_shards(scenario: Scenario, args: argparse.Namespace) -> Scenario:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-
+    from sim.atomic import OutputError
     from sim.scenario import ScenarioError, load_scenario
     from sim.sweep import run_sweep, sweep_points
 
     out = None
-    try:
-        scenario = load_scenario(args.file)
-        if scenario.sweep is None:
-            raise ScenarioError(f"{args.file}: sweep: the scenario has no sweep section "
-                                f"(sweep: {{grid: {{<dotted field>: [values]}}}})")
+    with _interruptible() as stopped:
         try:
-            sweep_points(scenario)  # every point valid before anything runs
+            scenario = load_scenario(args.file)
+            if scenario.sweep is None:
+                raise ScenarioError(f"{args.file}: sweep: the scenario has no sweep section "
+                                    f"(sweep: {{grid: {{<dotted field>: [values]}}}})")
+            try:
+                sweep_points(scenario)  # every point valid before anything runs
+            except ScenarioError as exc:
+                raise ScenarioError(f"{args.file}: {exc}") from None
+            out = args.out or scenario.outputs.dir or Path("results") / scenario.name
+            result = run_sweep(scenario, out, args.workers, console=console,
+                               use_ray=args.ray or args.ray_address is not None,
+                               ray_address=args.ray_address)
         except ScenarioError as exc:
-            raise ScenarioError(f"{args.file}: {exc}") from None
-        out = args.out or scenario.outputs.dir or Path("results") / scenario.name
-        result = run_sweep(scenario, out, args.workers, console=console,
-                           use_ray=args.ray or args.ray_address is not None,
-                           ray_address=args.ray_address)
-    except ScenarioError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-        return 2
-    except KeyboardInterrupt:
-        console.print(f"interrupted; finished points are kept in {out}/points/, run the same "
-                      f"command again to resume", markup=False)
-        return 130
+            console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+            return 2
+        except OutputError as exc:
+            _stderr(f"tooldns sweep: error: {exc}")
+            return 1
+        except KeyboardInterrupt:
+            if out is None:
+                _stderr("tooldns sweep: interrupted; nothing written")
+            else:
+                _stderr(f"tooldns sweep: interrupted; finished points are kept in {out}/points/"
+                        f", run the same command again to resume")
+            return stopped.code
     console.print(f"{len(result.ran)} points run, {len(result.skipped)} already done; "
                   f"{result.out_dir}/sweep.csv, sweep.parquet, points/<id>/", markup=False)
     if result.failed:
@@ -343,6 +404,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--manifest", help="write role/zone/address/port of every server as JSON")
     p.add_argument("--show", type=int, default=25, help="servers to list on start")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument("--cache-max-bytes", type=int, default=DEFAULT_MAX_BYTES,
+                   help="bound on the resolver's cache, bytes (estimated; LRU eviction)")
+    p.add_argument("--max-clients", type=int, default=10_000,
+                   help="stub queries the resolver works on at once (more are dropped)")
+    p.add_argument("--packet-cache-bytes", type=int, default=16 * 2**20,
+                   help="bound on each server's packet cache, bytes")
+    p.add_argument("--tcp-clients", type=int, default=256,
+                   help="TCP connections each server and the resolver keep (the idle "
+                   "longest is closed to admit a new one)")
 
     p = sub.add_parser("query", help="discover tools through a served hierarchy")
     p.add_argument("intent")
@@ -418,7 +488,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return COMMANDS[args.command](args)
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:  # commands that keep nothing: no traceback either
+        _stderr(f"tooldns {args.command}: interrupted")
+        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":

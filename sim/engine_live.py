@@ -11,6 +11,7 @@ time is loop time minus the run's origin, so records line up with the simulation
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -135,45 +136,86 @@ async def _run(plan: RunPlan) -> EngineOutput:
     return out
 
 
+WRITE_TIMEOUT = 10.0  # seconds a registry response may take to drain to a slow reader
+LINGER = 1.0  # seconds a registry reads (and drops) what follows an error before closing
+
+
 async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float],
                          delay: Callable[[str, int], float] | None = None,
                          address: str | None = None, server: object | None = None,
                          conns: set[asyncio.StreamWriter] | None = None,
+                         write_timeout: float = WRITE_TIMEOUT,
                          ) -> asyncio.base_events.Server:
     """Serve a registry over HTTP/1.1 (TLS 1.3 with ``tls``) on its address and port.
 
     ``delay(peer address, response bytes)`` gives the emulated one-way delay before each
-    response is written; a peer's bad bytes get a 400 and a closed connection. A replica
-    serves at ``address`` with its own ``server`` node; ``conns`` collects the open
-    connections (so a crash can reset them).
+    response is written; a peer's bad bytes get a 4xx (and, when the server gives the
+    connection up, a short lingering close so the answer is not lost to a reset). The node
+    decides the deadlines (request, idle keep-alive: its ``limits``) and the connection
+    cap; here each read waits until the node's next deadline, and each write may take
+    ``write_timeout`` seconds. ``now`` must advance (node time). A replica serves at
+    ``address`` with its own ``server`` node; ``conns`` collects the open connections
+    (so a crash can reset them).
     """
-    node = server if server is not None else reg.server
+    node: RegistryServer = server if server is not None else reg.server  # type: ignore[assignment]
+
+    async def write(writer: asyncio.StreamWriter, peer: tuple, reply: bytes) -> None:
+        if delay is not None:
+            await sleep_precisely(delay(peer[0], len(reply)))
+        writer.write(reply)
+        await asyncio.wait_for(writer.drain(), write_timeout)
+
+    async def linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, RuntimeError):
+            if writer.can_write_eof():
+                writer.write_eof()
+        end = asyncio.get_running_loop().time() + LINGER
+        with contextlib.suppress(TimeoutError, ConnectionError, OSError):
+            while await asyncio.wait_for(reader.read(65536),
+                                         end - asyncio.get_running_loop().time()):
+                pass
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")[:2]
+        if not node.accept(peer, now()):
+            with contextlib.suppress(ConnectionError, OSError):
+                writer.write(node.refusal())
+            writer.close()
+            return
         if conns is not None:
             conns.add(writer)
         try:
             while True:
-                data = await reader.read(65536)
-                reply, close = node.receive(peer, data, now())  # type: ignore[attr-defined]
+                deadline = node.deadline(peer)  # at least one look at what has arrived:
+                wait = None if deadline is None else max(0.01, deadline - now())
+                try:
+                    data = await asyncio.wait_for(reader.read(65536), wait)
+                except TimeoutError:
+                    reply, close = node.on_timer(peer, now())
+                    data = b"-"  # a timeout is the server giving up, as an error is
+                else:
+                    reply, close = node.receive(peer, data, now())
                 if reply:
-                    if delay is not None:
-                        await sleep_precisely(delay(peer[0], len(reply)))
-                    writer.write(reply)
-                    await writer.drain()
+                    await write(writer, peer, reply)
                 if close or not data:
+                    if data and reply:
+                        await linger(reader, writer)
                     break
+        except TimeoutError:  # the response did not drain within write_timeout
+            node.lost(peer, "write_timeout")
+            writer.transport.abort()
         except (ConnectionError, OSError):
-            node.lost(peer)  # type: ignore[attr-defined]
+            node.lost(peer, "reset")
         finally:
+            node.lost(peer)
             if conns is not None:
                 conns.discard(writer)
             writer.close()
 
-    return await asyncio.start_server(serve, address or reg.address, reg.port,
-                                      reuse_address=True,
-                                      ssl=reg.server_context() if tls else None)
+    return await asyncio.start_server(
+        serve, address or reg.address, reg.port, reuse_address=True,
+        ssl=reg.server_context() if tls else None,
+        ssl_handshake_timeout=node.limits.request_timeout if tls else None)
 
 
 async def _run_http(plan: RunPlan) -> EngineOutput:
@@ -223,7 +265,9 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
 
     client_ctx = reg.client_context() if plan.tls is not None else None  # type: ignore[attr-defined]
     nodes = {registry_address(i): reg.server if i == 0 else  # type: ignore[attr-defined]
-             RegistryServer(reg.server.app, name=f"{reg.server.name}-{i}")  # type: ignore[attr-defined]
+             RegistryServer(reg.server.app, name=f"{reg.server.name}-{i}",  # type: ignore[attr-defined]
+                            limits=reg.server.limits,  # type: ignore[attr-defined]
+                            max_connections=reg.server.max_connections)  # type: ignore[attr-defined]
              for i in range(plan.registry_replicas)}
     listening: dict[str, asyncio.base_events.Server] = {}
     server_conns: dict[str, set[asyncio.StreamWriter]] = {h: set() for h in nodes}

@@ -93,12 +93,14 @@ def build_hierarchy(
     option_code: int = DEFAULT_OPTION_CODE,
     encoder: CachedEncoder | None = None,
     packet_cache: int = 4096,
+    packet_cache_bytes: int = 16 * 1024 * 1024,
 ) -> Hierarchy:
     """One :class:`AuthoritativeServer` per (zone, replica) (``packet_cache``: replies each
-    server keeps for repeated queries, 0 for none); they they share one scorer object,
-    except with ``scorer="dense"``: the tools' texts are embedded once, here (``encoder``, a
-    disk cache if given), and every server embeds each intent it sees itself, with its own
-    cache, as separate machines would; so does every node :meth:`Hierarchy.scorer` equips."""
+    server keeps for repeated queries, 0 for none, within ``packet_cache_bytes``); they
+    share one scorer object, except with ``scorer="dense"``: the tools' texts are embedded
+    once, here (``encoder``, a disk cache if given), and every server embeds each intent it
+    sees itself, with its own cache, as separate machines would; so does every node
+    :meth:`Hierarchy.scorer` equips."""
     servers_by_zone = assign_servers(ns, replicas=replicas, first=first_address)
     given = None if isinstance(scorer, str) else scorer
     name = scorer if isinstance(scorer, str) else scorer.name
@@ -118,7 +120,8 @@ def build_hierarchy(
             own = shared if shared is not None else _scorer(name, ns, encoder)
             servers[ref.address] = AuthoritativeServer(
                 [zone], scorer=own, option_code=option_code, max_udp_size=max_udp_size,
-                name=ref.host, packet_cache=packet_cache)
+                name=ref.host, packet_cache=packet_cache,
+                packet_cache_bytes=packet_cache_bytes)
             zone_of[ref.address] = zone.name
             manifest.append({"role": role, "zone": zone.name, "host": ref.host,
                              "address": ref.address, "org": zone.org})

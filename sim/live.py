@@ -1,10 +1,14 @@
 """Live engine: the same node objects behind real UDP/TCP sockets on 127.0.0.0/8 (asyncio).
 
 * :class:`ServerEndpoint` — one authoritative server on ``(address, port)``: UDP datagrams
-  and TCP with the two-byte length prefix of RFC 1035 §4.2.2 (RFC 7766 idle timeout).
-* :class:`ResolverEndpoint` — a recursive resolver: upstream queries from its own UDP
-  socket (and short TCP connections after TC), stub clients served on its listening
-  address over UDP and TCP; timers scheduled with ``loop.call_at``.
+  and TCP with the two-byte length prefix of RFC 1035 §4.2.2, connections bounded by
+  :class:`TcpLimits` (per listener and per process; idle, slow-message, lifetime and write
+  deadlines, RFC 7766 §6.2).
+* :class:`NodeEndpoint` — a recursive resolver or an agent: upstream queries from
+  :class:`UpstreamSockets` (a random source port per query, answers accepted only on the
+  query's socket from the queried server with its ID: RFC 5452) and short TCP connections
+  after TC; a resolver also serves stub clients on its listening address over UDP and TCP,
+  where only queries are accepted. Query IDs come from the OS's randomness.
 * :class:`LiveHierarchy` — every server of a :class:`sim.hierarchy.Hierarchy` plus a
   resolver, started together (``tooldns serve``).
 
@@ -16,13 +20,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import resource
+import socket
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nodes.agent import StubAgent
 from nodes.authoritative import AuthoritativeServer
+from nodes.cache import DEFAULT_MAX_BYTES
 from nodes.resolver import (
     Discovery,
     DiscoveryResult,
@@ -86,33 +94,130 @@ def _ip_size(transport: str, payload: int) -> int:
     return IPV4 + (UDP if transport == "udp" else TCP + 2) + payload
 
 
+@dataclass(frozen=True)
+class TcpLimits:
+    """Bounds on DNS-over-TCP connections a listener accepts (RFC 7766 §6.2)."""
+
+    per_listener: int = 256  # open connections per server (BIND's tcp-clients is 150)
+    per_process: int = 0  # open connections over all listeners; 0: half the fd limit
+    idle: float = TCP_IDLE_TIMEOUT  # no new message for this long: closed (§6.2.3)
+    message: float = TCP_IDLE_TIMEOUT  # a message must arrive whole this soon once begun
+    lifetime: float = 120.0  # a connection is closed this long after it opened
+    write: float = TCP_IDLE_TIMEOUT  # a reply must be taken by the peer this soon
+    write_buffer: int = 16 * 1024  # replies held for a slow reader before writes wait
+
+    def process_limit(self) -> int:
+        if self.per_process:
+            return self.per_process
+        return max(64, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2)
+
+
+@dataclass(eq=False)
+class _Conn:
+    writer: asyncio.StreamWriter
+    listener: set
+    last: float  # loop time of the last complete message or reply
+    busy: bool = False  # a message is being read or answered
+
+
+_PROCESS_CONNS: set[_Conn] = set()  # every DNS-over-TCP connection this process holds
+
+
+def _admit(conn: _Conn, limits: TcpLimits, count: Callable[[str], None]) -> bool:
+    """Make room for a new connection: at a limit, the connection idle longest (this
+    listener's, or the process's) is closed, as RFC 7766 §6.2.3 allows under pressure; if
+    every one is busy, the new one is refused. Counted either way."""
+    for pool, limit, key in ((conn.listener, limits.per_listener, "tcp_listener_full"),
+                             (_PROCESS_CONNS, limits.process_limit(), "tcp_process_full")):
+        if len(pool) < limit:
+            continue
+        idle = [c for c in pool if not c.busy]
+        if not idle:
+            count(key + "_refused")
+            return False
+        oldest = min(idle, key=lambda c: c.last)
+        _drop(oldest)
+        count(key + "_evicted_idle")
+    conn.listener.add(conn)
+    _PROCESS_CONNS.add(conn)
+    return True
+
+
+def _drop(conn: _Conn) -> None:
+    conn.listener.discard(conn)
+    _PROCESS_CONNS.discard(conn)
+    transport = conn.writer.transport
+    if transport is not None and not transport.is_closing():
+        transport.abort()
+
+
 async def _serve_tcp_stream(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     handle: Callable[[bytes, Address], bytes | None],
     delay: Callable[[Address, int], float | None] | None = None,
+    limits: TcpLimits | None = None,
+    listener: set | None = None,
+    count: Callable[[str], None] = lambda key: None,
 ) -> None:
-    """Length-prefixed DNS over one TCP connection until EOF, error or idle timeout."""
+    """Length-prefixed DNS over one TCP connection until EOF, error, or a deadline: idle
+    between messages, a message arriving too slowly, the connection's lifetime, or a peer
+    that does not read its replies. Each ending other than EOF is counted."""
+    limits = limits or TcpLimits()
+    loop = asyncio.get_running_loop()
+    opened = loop.time()
+    conn = _Conn(writer, listener if listener is not None else set(), opened)
+    if not _admit(conn, limits, count):
+        writer.transport.abort()
+        return
+    writer.transport.set_write_buffer_limits(high=limits.write_buffer)
     peer = writer.get_extra_info("peername")[:2]
+    why = ""
     try:
         while True:
-            head = await asyncio.wait_for(reader.readexactly(2), TCP_IDLE_TIMEOUT)
-            data = await asyncio.wait_for(
-                reader.readexactly(int.from_bytes(head, "big")), TCP_IDLE_TIMEOUT)
-            reply = handle(data, peer)
-            if reply is None:
-                continue
-            d = delay(peer, _ip_size("tcp", len(reply))) if delay is not None else 0.0
-            if d is None:  # emulated loss of a TCP segment: modelled as a dead connection
+            left = opened + limits.lifetime - loop.time()
+            if left <= 0:
+                why = "tcp_lifetime_closed"
                 break
-            if d:
-                await sleep_precisely(d)
-            writer.write(len(reply).to_bytes(2, "big") + reply)
-            await writer.drain()
-    except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+            try:
+                async with asyncio.timeout(min(limits.idle, left)):  # no task per read
+                    head = await reader.readexactly(2)
+            except TimeoutError:
+                why = "tcp_idle_closed" if limits.idle <= left else "tcp_lifetime_closed"
+                break
+            conn.busy = True
+            try:
+                async with asyncio.timeout(limits.message):
+                    data = await reader.readexactly(int.from_bytes(head, "big"))
+            except TimeoutError:
+                why = "tcp_slow_message_closed"
+                break
+            reply = handle(data, peer)
+            if reply is not None:
+                d = delay(peer, _ip_size("tcp", len(reply))) if delay is not None else 0.0
+                if d is None:  # emulated loss of a TCP segment: modelled as a dead connection
+                    break
+                if d:
+                    await sleep_precisely(d)
+                writer.write(len(reply).to_bytes(2, "big") + reply)
+                try:
+                    async with asyncio.timeout(limits.write):
+                        await writer.drain()
+                except TimeoutError:
+                    why = "tcp_write_timeout_closed"
+                    break
+            conn.busy, conn.last = False, loop.time()
+    except (asyncio.IncompleteReadError, ConnectionError, OSError):
         pass
     finally:
-        writer.close()
+        if why:
+            count(why)
+        conn.listener.discard(conn)
+        _PROCESS_CONNS.discard(conn)
+        if why:
+            writer.transport.abort()
+        else:
+            writer.close()
         with contextlib.suppress(Exception):
             await writer.wait_closed()
 
@@ -158,8 +263,10 @@ class ServerEndpoint:
     address: Address
     shaper: Shaper | None = None
     origin: float = 0.0  # node time = loop time - origin
+    tcp_limits: TcpLimits = field(default_factory=TcpLimits)
     udp: asyncio.DatagramTransport | None = None
     tcp: asyncio.base_events.Server | None = None
+    _conns: set = field(default_factory=set)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -176,12 +283,15 @@ class ServerEndpoint:
         def delay(peer: Address, size: int) -> float | None:
             return self.shaper(ip, peer[0], size) if self.shaper else 0.0
 
+        def count(key: str) -> None:
+            self.server.stats.counts[key] += 1
+
         async def on_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await _serve_tcp_stream(
                 reader, writer,
                 lambda data, peer: self.server.handle(data, peer, loop.time() - self.origin,
                                                       "tcp"),
-                delay)
+                delay, self.tcp_limits, self._conns, count)
 
         self.tcp = await asyncio.start_server(on_stream, *self.address, reuse_address=True)
 
@@ -190,15 +300,134 @@ class ServerEndpoint:
             self.udp.close()
         if self.tcp is not None:
             self.tcp.close()
+        for conn in list(self._conns):
+            _drop(conn)
+
+
+class UpstreamSockets:
+    """UDP sockets for a node's upstream queries, as RFC 5452 asks of a resolver.
+
+    Each query leaves from a socket bound to a port drawn from the OS's randomness
+    (1024-65535, §10), a new socket per query until ``size`` are open (then queries share
+    a random open one, as Unbound's ``outgoing-range``). A socket hands on only answers it
+    expects: from the server a query on it went to, with that query's ID (§9.1); anything
+    else is dropped and counted. A socket is closed once nothing is outstanding on it.
+    """
+
+    def __init__(self, ip: str, deliver: Callable[[bytes, Address], None],
+                 still_pending: Callable[[int], bool],
+                 count: Callable[[str], None], size: int = 1024,
+                 avoid: frozenset[int] = frozenset(), rand: random.Random | None = None
+                 ) -> None:
+        self.ip, self.deliver, self.count, self.size = ip, deliver, count, size
+        self.still_pending = still_pending  # the node's view: is a query ID outstanding
+        self.avoid = avoid  # service ports: a capture tells queries from answers by them
+        self.rand = rand or random.SystemRandom()
+        self._open: dict[int, _Upstream] = {}  # fd -> socket and what it expects
+        self._by_query: dict[tuple[int, Address], _Upstream] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    @property
+    def ports(self) -> list[int]:
+        return [u.port for u in self._open.values()]
+
+    def send(self, data: bytes, dst: Address, shaper: Shaper | None) -> bool:
+        key = (int.from_bytes(data[:2], "big"), dst)
+        up = self._by_query.get(key)
+        if up is None:
+            up = self._new() if len(self._open) < self.size else None
+            if up is None:
+                up = self.rand.choice(list(self._open.values()))
+                self.count("upstream_port_shared")
+            up.expected.add(key)
+            self._by_query[key] = up
+        return _sendto(up, data, dst, self.ip, shaper)
+
+    def forget(self) -> None:
+        """Stop expecting answers to queries the node no longer waits for (timed out)."""
+        for key in [k for k in self._by_query if not self.still_pending(k[0])]:
+            self._settled(key)
+
+    def _settled(self, key: tuple[int, Address]) -> None:
+        up = self._by_query.pop(key)
+        up.expected.discard(key)
+        if not up.expected:
+            self._close(up)
+
+    def close(self) -> None:
+        for up in list(self._open.values()):
+            self._close(up)
+        self._by_query.clear()
+
+    def _new(self) -> _Upstream | None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        for _ in range(16):  # a port taken by another socket: draw again
+            port = self.rand.randint(1024, 65535)
+            if port in self.avoid:
+                continue
+            try:
+                sock.bind((self.ip, port))
+                break
+            except OSError:
+                continue
+        else:
+            sock.close()
+            self.count("upstream_bind_failed")
+            return None
+        up = _Upstream(sock, sock.getsockname()[1])
+        self._open[sock.fileno()] = up
+        asyncio.get_running_loop().add_reader(sock.fileno(), self._readable, up)
+        return up
+
+    def _close(self, up: _Upstream) -> None:
+        if self._open.pop(up.sock.fileno(), None) is not None:
+            asyncio.get_running_loop().remove_reader(up.sock.fileno())
+        up.sock.close()
+
+    def _readable(self, up: _Upstream) -> None:
+        for _ in range(64):  # what has arrived, then back to the loop
+            try:
+                data, src = up.sock.recvfrom(65535)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # ICMP errors reported on the socket
+                continue
+            src = src[:2]
+            if len(data) < 12 or not data[2] & 0x80:
+                self.count("upstream_not_response")
+            elif (key := (int.from_bytes(data[:2], "big"), src)) not in up.expected:
+                self.count("upstream_unexpected_answer")  # wrong ID or server: dropped
+            else:
+                self.deliver(data, src)
+                if key in self._by_query and not self.still_pending(key[0]):
+                    self._settled(key)
+                if up.sock.fileno() < 0:  # closed: nothing left to read on it
+                    return
+
+
+@dataclass(eq=False)
+class _Upstream:
+    sock: socket.socket
+    port: int
+    expected: set[tuple[int, Address]] = field(default_factory=set)
+
+    def sendto(self, data: bytes, dst: Address) -> None:
+        with contextlib.suppress(OSError):  # closed since (a late emulated send), buffer full
+            self.sock.sendto(data, dst)
 
 
 @dataclass
 class NodeEndpoint:
     """Drives a sans-IO node (a resolver or an agent) over real sockets.
 
-    Queries the node originates leave from its own UDP socket (and short TCP connections
-    after TC); with ``address`` set it also serves stub clients on UDP and TCP there.
-    ``collect`` drains the node's finished work (``pop_results`` / ``pop_done``).
+    Queries the node originates leave from :class:`UpstreamSockets` (random source ports,
+    answers accepted only on the socket their query left from) and short TCP connections
+    after TC; with ``address`` set it also serves stub clients on UDP and TCP there, where
+    only queries are accepted. Query IDs come from the OS's randomness (``secure_ids``).
+    Finished work goes to ``on_done`` (kept in ``results`` only with ``keep_results``).
     """
 
     node: RecursiveResolver | StubAgent
@@ -207,14 +436,20 @@ class NodeEndpoint:
     origin: float = 0.0
     shaper: Shaper | None = None
     on_done: Callable[[list], None] | None = None
+    keep_results: bool = False
+    secure_ids: bool = True
+    upstream_sockets: int = 1024
+    tcp_limits: TcpLimits = field(default_factory=TcpLimits)
     results: list = field(default_factory=list)
-    _upstream: asyncio.DatagramTransport | None = None
+    stats: Counter[str] = field(default_factory=Counter)  # what the adapter dropped
+    _upstream: UpstreamSockets | None = None
     _listen: asyncio.DatagramTransport | None = None
     _tcp_server: asyncio.base_events.Server | None = None
     _timer: asyncio.TimerHandle | None = None
     _armed: float | None = None
     _clients: dict[Address, asyncio.StreamWriter] = field(default_factory=dict)
-    _waiters: list[asyncio.Future] = field(default_factory=list)
+    _conns: set = field(default_factory=set)
+    _waiters: dict[int, asyncio.Future] = field(default_factory=dict)
     _tasks: set[asyncio.Task] = field(default_factory=set)
 
     @property
@@ -225,24 +460,36 @@ class NodeEndpoint:
     def now(self) -> float:
         return asyncio.get_running_loop().time() - self.origin
 
+    def count(self, key: str) -> None:
+        self.stats[key] += 1
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._upstream, _ = await loop.create_datagram_endpoint(
-            lambda: _Datagrams(lambda d, s: self._receive(d, s, "udp")),
-            local_addr=(self.source_ip, 0))
+        if self.secure_ids:
+            self.node.id_source = random.SystemRandom()
+        node = self.node
+        peer_port = (node.config.dns_port if isinstance(node, RecursiveResolver)
+                     else node.resolver[1])
+        avoid = frozenset({53, DEFAULT_PORT, peer_port, *(self.address or ())[1:]})
+        self._upstream = UpstreamSockets(self.source_ip,
+                                         lambda d, s: self._receive(d, s, "udp"),
+                                         node.is_pending, self.count, self.upstream_sockets,
+                                         avoid)
         if self.address is not None:
             self._listen, _ = await loop.create_datagram_endpoint(
-                lambda: _Datagrams(lambda d, s: self._receive(d, s, "udp")),
-                local_addr=self.address)
+                lambda: _Datagrams(self._on_client_datagram), local_addr=self.address)
             self._tcp_server = await asyncio.start_server(
                 self._on_client_stream, *self.address, reuse_address=True)
 
     def close(self) -> None:
-        for t in (self._upstream, self._listen):
-            if t is not None:
-                t.close()
+        if self._upstream is not None:
+            self._upstream.close()
+        if self._listen is not None:
+            self._listen.close()
         if self._tcp_server is not None:
             self._tcp_server.close()
+        for conn in list(self._conns):
+            _drop(conn)
         if self._timer is not None:
             self._timer.cancel()
         for task in list(self._tasks):
@@ -254,10 +501,18 @@ class NodeEndpoint:
         self.node.receive(data, src, self.now(), transport)  # type: ignore[arg-type]
         self.pump()
 
+    def _on_client_datagram(self, data: bytes, src: Address) -> None:
+        if len(data) > 2 and data[2] & 0x80:  # an answer sent to the service address
+            self.count("response_on_listen")
+            return
+        self._receive(data, src, "udp")
+
     def _on_timer(self) -> None:
         self._timer, self._armed = None, None
         self.node.on_timer(self.now())
         self.pump()
+        if self._upstream is not None:  # timed-out queries: their sockets may close
+            self._upstream.forget()
 
     def pump(self) -> None:
         """Send what the node wants sent, collect finished work, re-arm the timer."""
@@ -267,13 +522,14 @@ class NodeEndpoint:
         node = self.node
         done = node.pop_results() if isinstance(node, RecursiveResolver) else node.pop_done()
         if done:
-            self.results.extend(done)
+            if self.keep_results:
+                self.results.extend(done)
             if self.on_done is not None:
                 self.on_done(done)
-            for fut in self._waiters:
-                if not fut.done():
-                    fut.set_result(None)
-            self._waiters.clear()
+            for item in done:
+                fut = self._waiters.pop(id(item), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(item)
         when = self.node.next_timer()
         if when != self._armed:
             if self._timer is not None:
@@ -285,8 +541,10 @@ class NodeEndpoint:
     def _transmit(self, out: Outgoing) -> None:
         src_ip = self.address[0] if out.reply and self.address else self.source_ip
         if out.transport == "udp":
-            _sendto(self._listen if out.reply else self._upstream, out.data, out.dst, src_ip,
-                    self.shaper)
+            if out.reply:
+                _sendto(self._listen, out.data, out.dst, src_ip, self.shaper)
+            elif self._upstream is not None:
+                self._upstream.send(out.data, out.dst, self.shaper)
             return
         if out.reply:
             writer = self._clients.get(out.dst)
@@ -307,7 +565,8 @@ class NodeEndpoint:
         task.add_done_callback(self._tasks.discard)
 
     async def _tcp_exchange(self, out: Outgoing) -> None:
-        """One query over a fresh TCP connection (after a truncated UDP answer)."""
+        """One query over a fresh TCP connection (after a truncated UDP answer); only an
+        answer with the query's ID, on that connection, is handed on."""
         if self.shaper is not None:  # emulate SYN and SYN-ACK before the query can go
             wait = 0.0
             for a, b in ((self.source_ip, out.dst[0]), (out.dst[0], self.source_ip)):
@@ -328,12 +587,15 @@ class NodeEndpoint:
             if delay:
                 await sleep_precisely(delay)
             writer.write(len(out.data).to_bytes(2, "big") + out.data)
-            await writer.drain()
+            await asyncio.wait_for(writer.drain(), TCP_IDLE_TIMEOUT)
             head = await asyncio.wait_for(reader.readexactly(2), TCP_IDLE_TIMEOUT)
             data = await asyncio.wait_for(reader.readexactly(int.from_bytes(head, "big")),
                                           TCP_IDLE_TIMEOUT)
+            if data[:2] != out.data[:2] or len(data) < 12 or not data[2] & 0x80:
+                self.count("upstream_unexpected_answer")
+                return
             self._receive(data, out.dst, "tcp")
-        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError, OSError):
             pass
         finally:
             writer.close()
@@ -345,11 +607,15 @@ class NodeEndpoint:
         self._clients[peer] = writer
 
         def handle(data: bytes, src: Address) -> None:
-            self._receive(data, src, "tcp")
+            if len(data) > 2 and data[2] & 0x80:
+                self.count("response_on_listen")
+            else:
+                self._receive(data, src, "tcp")
             return None  # replies are written by _transmit when the walk completes
 
         try:
-            await _serve_tcp_stream(reader, writer, handle)
+            await _serve_tcp_stream(reader, writer, handle, None, self.tcp_limits, self._conns,
+                                    self.count)
         finally:
             self._clients.pop(peer, None)
 
@@ -362,16 +628,12 @@ class NodeEndpoint:
     async def warm(self, service: str) -> DiscoveryResult:
         return await self._run(lambda now: self.resolver.warm(service, now))
 
-    async def _run(self, start: Callable[[float], None]) -> DiscoveryResult:
-        loop = asyncio.get_running_loop()
-        before = len(self.results)
-        start(self.now())
+    async def _run(self, start: Callable[[float], DiscoveryResult]) -> DiscoveryResult:
+        fut = asyncio.get_running_loop().create_future()
+        result = start(self.now())
+        self._waiters[id(result)] = fut
         self.pump()
-        while len(self.results) == before:
-            fut = loop.create_future()
-            self._waiters.append(fut)
-            await fut
-        return self.results[before]
+        return await fut
 
 
 ResolverEndpoint = NodeEndpoint  # the name the CLI and older tests use
@@ -384,20 +646,25 @@ class LiveHierarchy:
     hierarchy: Hierarchy
     port: int = DEFAULT_PORT
     resolver_address: str = DEFAULT_RESOLVER_ADDRESS
-    resolver_seed: int = 0
+    resolver_seed: int = 0  # replica tie-breaks only: IDs and ports come from the OS
+    cache_max_bytes: int = DEFAULT_MAX_BYTES  # the resolver's cache bound (estimated bytes)
+    max_clients: int = 10_000  # stub queries the resolver works on at once
+    tcp_limits: TcpLimits = field(default_factory=TcpLimits)
     endpoints: list[ServerEndpoint] = field(default_factory=list)
     resolver: NodeEndpoint | None = None
 
     async def start(self) -> None:
         raise_fd_limit()
         for address, server in self.hierarchy.servers.items():
-            endpoint = ServerEndpoint(server, (address, self.port))
+            endpoint = ServerEndpoint(server, (address, self.port), tcp_limits=self.tcp_limits)
             await endpoint.start()
             self.endpoints.append(endpoint)
-        config = ResolverConfig(dns_port=self.port)
+        config = ResolverConfig(dns_port=self.port, cache_max_bytes=self.cache_max_bytes,
+                                max_clients=self.max_clients)
         node = self.hierarchy.resolver(seed=self.resolver_seed, config=config)
         self.resolver = NodeEndpoint(node, (self.resolver_address, self.port),
-                                     source_ip=self.resolver_address)
+                                     source_ip=self.resolver_address,
+                                     tcp_limits=self.tcp_limits)
         await self.resolver.start()
 
     def close(self) -> None:

@@ -3,7 +3,10 @@
 * :func:`registry_tools` lists a namespace's tools as the registries publish them
   (:func:`registry_ids` maps what the registries return back to tool ids).
 * :class:`RegistrySetup` holds one run's PKI (CA, registry certificate; deterministic per
-  seed), the registry node and the TLS contexts the live engine uses.
+  seed), the registry node, the TLS contexts the live engine uses and the credentials of
+  the run's agents: an AgentDNS token the registry issued them (``token``; the run's
+  agents are enrolled before anything is measured) and, for ANS registration, provider
+  certificates from the run CA (:meth:`RegistrySetup.provider`).
 * :func:`tls_sizes` measures the byte sizes of a real TLS 1.3 handshake and record
   overhead with those very contexts, in memory (``ssl.MemoryBIO``), so the simulation's
   TCP/TLS accounting comes from real encoded messages too.
@@ -13,20 +16,30 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import ssl
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
 
+from nodes.http import Limits
 from nodes.pki import Identity, issue, make_ca
-from nodes.registry import AgentDNSRegistry, ANSRegistry, RegistryServer, RegistryTool
+from nodes.registry import (
+    AgentDNSRegistry,
+    ANSRegistry,
+    RegistryServer,
+    RegistryTool,
+    TokenStore,
+)
 from nodes.scoring import Scorer
 from topologies.namespace import TLD, Namespace
 
 REGISTRY_HOST = "registry.test"  # RFC 6761 reserved name; the certificate's subject
 REGISTRY_ADDRESS = "127.0.80.1"
 REGISTRY_PORT = 8080
+RUN_AGENTS = "agent:testbed/run"  # the principal of the token the run's agents share
 
 
 def registry_tools(ns: Namespace) -> list[RegistryTool]:
@@ -55,6 +68,13 @@ class RegistrySetup:
     server: RegistryServer
     address: str = REGISTRY_ADDRESS
     port: int = REGISTRY_PORT
+    token: str = ""  # AgentDNS: the bearer token issued to the run's agents ("" for ANS)
+    seed: int = 0
+
+    def provider(self, name: str) -> Identity:
+        """A provider's certificate from the run CA (CN = ``name``): what signs an ANS
+        registration under that provider."""
+        return issue(self.ca, self.seed, name)
 
     def server_context(self) -> ssl.SSLContext:
         return _server_context(self.identity.cert_pem, self.identity.key_pem)
@@ -65,19 +85,33 @@ class RegistrySetup:
 
 def build_registry(kind: str, ns: Namespace, scorer: Scorer, seed: int,
                    address: str = REGISTRY_ADDRESS, port: int = REGISTRY_PORT,
-                   ttl: int = 300) -> RegistrySetup:
+                   ttl: int = 300, tokens: Mapping[str, str] | None = None,
+                   secret: bytes | None = None, limits: Limits | None = None,
+                   max_connections: int = 1024) -> RegistrySetup:
+    """One registry for a run. AgentDNS ``tokens`` (token → ``org:NAME`` / ``agent:NAME``)
+    are the operator's configured ones; ``secret`` keys the tokens the registry issues
+    (None: derived from the seed like the run's PKI, so a simulated run is reproducible;
+    give ``secrets.token_bytes(32)`` to a registry serving anyone else). The run's own
+    agents get one issued token (``RegistrySetup.token``, the length the simulation has
+    always sent). ``limits`` and ``max_connections`` bound each registry connection."""
     ca = make_ca(seed)
     identity = issue(ca, seed, REGISTRY_HOST, (address,))
     tools = registry_tools(ns)
+    token = ""
     if kind == "agentdns":
-        app: AgentDNSRegistry | ANSRegistry = AgentDNSRegistry(tools, scorer)
+        if secret is None:
+            secret = hashlib.sha256(f"agentdns-token-secret/{seed}".encode()).digest()
+        store = TokenStore(secret, tokens)
+        token = store.issue(RUN_AGENTS)
+        app: AgentDNSRegistry | ANSRegistry = AgentDNSRegistry(tools, scorer, tokens=store)
     elif kind == "ans":
         summaries = {z.removesuffix("." + TLD).rstrip("."): n.summary
                      for z, n in ns.zones.items()}
         app = ANSRegistry(tools, scorer, identity, ca, summaries, ttl=ttl)
     else:
         raise ValueError(f"unknown registry kind {kind!r}")
-    return RegistrySetup(kind, ca, identity, RegistryServer(app, name=kind), address, port)
+    server = RegistryServer(app, name=kind, limits=limits, max_connections=max_connections)
+    return RegistrySetup(kind, ca, identity, server, address, port, token, seed)
 
 
 def _context(server: bool) -> ssl.SSLContext:

@@ -7,8 +7,10 @@ the same :class:`sim.engines.EngineOutput`, so records never depend on the engin
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -24,7 +26,7 @@ from nodes.resolver import Discovery, DiscoveryResult, ResolverConfig
 from nodes.scoring import CachedEncoder, default_encoder
 from nodes.zone import Ttls
 from sim.accounting import TcpModel, WireCost, http_cost, keepalive_acks, steps_cost
-from sim.atomic import atomic_write
+from sim.atomic import OutputError, Staging, check_output, output_dir
 from sim.capture import Capture, attribute, read_packets
 from sim.engines import Engine, EngineOutput, RunPlan
 from sim.evaluate import disk_cached_encoder, save_encoder_cache, taxonomy_namespace
@@ -181,7 +183,8 @@ def scenario_hierarchy(sc: Scenario, ns: Namespace) -> Hierarchy:
                                 ttls=ttls, max_udp_size=sc.namespace.max_udp_size,
                                 encoder=namespace_encoder(sc),
                                 packet_cache=(sc.caches.packet_cache_size
-                                              if sc.caches.packet_cache else 0))
+                                              if sc.caches.packet_cache else 0),
+                                packet_cache_bytes=sc.caches.packet_cache_bytes)
     if (encoder := namespace_encoder(sc)) is not None:
         save_encoder_cache(encoder)  # the tools' embeddings, for the next run (disk cache)
     return hierarchy
@@ -209,7 +212,10 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
                             cache=scheme.cache, dns_port=dns_port, selection=scheme.selection,
                             srtt_decay=scheme.srtt_decay, serve_stale=scheme.serve_stale,
                             stale_ttl=scheme.stale_ttl, trust=trust_policy(trust, ns),
-                            dnssec=scheme.dnssec, trust_anchor=anchor)
+                            dnssec=scheme.dnssec, trust_anchor=anchor,
+                            cache_max_entries=scheme.cache_max_entries,
+                            cache_max_bytes=scheme.cache_max_bytes,
+                            max_clients=scheme.max_clients)
     plan = RunPlan(
         scenario_name=sc.name, scheme=scheme.name, seed=sc.seed, hierarchy=hierarchy,
         resolvers={}, agents={}, agent_order=list(network.agents), role_of=network.role_of,
@@ -252,7 +258,7 @@ def _registry_agents(sc: Scenario, scheme: SchemeSpec, ns: Namespace, plan: RunP
                             timeout=max(scheme.timeout * scheme.max_attempts, 1.0),
                             resolve=scheme.resolve, resolve_top=scheme.resolve_top,
                             verify=scheme.verify, revocation=scheme.revocation,
-                            cache_ttl=sc.caches.srv_ttl)
+                            cache_ttl=sc.caches.srv_ttl, token=setup.token)
     plan.agents = {ip: RegistryAgent((setup.address, setup.port), REGISTRY_HOST, config,
                                      scorer=plan.hierarchy.scorer(), ca=setup.ca.cert, name=ip)
                    for ip in network.agents}  # type: ignore[misc]
@@ -428,12 +434,44 @@ class RunResult:
     out_dir: Path | None
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C (or SIGTERM, see ``tooldns run``): the schemes that had
+    finished are in ``out`` (``results.*``, ``nodes.csv``, ``partial.json``), if any."""
+
+    def __init__(self, out: Path | None, finished: list[str], unfinished: list[str],
+                 files: list[str]) -> None:
+        super().__init__(out, finished, unfinished, files)
+        self.out, self.finished, self.unfinished, self.files = out, finished, unfinished, files
+
+    def __str__(self) -> str:
+        if not self.files:
+            return "interrupted before any scheme finished; nothing written"
+        return (f"interrupted: kept {len(self.finished)} finished scheme"
+                f"{'s' if len(self.finished) != 1 else ''} of "
+                f"{len(self.finished) + len(self.unfinished)} "
+                f"({', '.join(self.finished)}) in {self.out}/ ({', '.join(self.files)}); "
+                f"not finished: {', '.join(self.unfinished) or 'none'}")
+
+
 def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | None = None,
                  progress: Callable[[str], None] | None = None, write: bool = True,
-                 live_port: int = 15353, capture: bool = False) -> RunResult:
+                 live_port: int = 15353, capture: bool = False,
+                 check: bool = True) -> RunResult:
     """Run every scheme of ``sc``; with ``capture`` (live engine), also record
-    ``capture.pcap`` in the output directory and compare it with the accounting."""
+    ``capture.pcap`` in the output directory and compare it with the accounting.
+
+    With ``write``, the output folder is checked first (``check``: writable, free space;
+    :class:`sim.atomic.OutputError` otherwise) and the files appear together at the end. If
+    the run is interrupted (``KeyboardInterrupt``: :class:`RunInterrupted` is raised) or
+    fails after some schemes finished, those schemes are written with ``partial.json``
+    instead of ``summary.json``.
+    """
     engine = engine or sc.engine
+    out = output_dir(sc, out_dir)
+    if write and check:
+        warning = check_output(sc, out_dir, capture)
+        if warning:
+            (progress or _warn)(warning)
     run = engine_for(engine)
     ns = build_namespace(sc)
     jobs = build_jobs(sc, ns, sc.network.agents)
@@ -448,7 +486,6 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     records, load, replay, wall = [], [], {}, {}
     windows: list = []
     fault_plans: dict = {}
-    out = Path(out_dir or sc.outputs.dir or Path("results") / sc.name)
     sniffer = None
     if capture:
         if engine != "live":
@@ -469,89 +506,96 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     # passes (they would walk every tool's objects again and again); thawed below
     gc.collect()
     gc.freeze()
-    for scheme in sc.schemes:
-        if progress:
-            progress(f"{sc.name}: scheme {scheme.name} on {engine} ({len(jobs)} queries)")
-        if calibrated:  # each scheme's own node costs (warming and query mock cost more)
-            processing[scheme.name] = calibrate(sc, ns, jobs, scheme, hierarchy=shared)
-        plan, network = make_plan(sc, scheme, ns, jobs,
-                                  dns_port=53 if engine == "simpy" else live_port,
-                                  hierarchy=shared)
-        for kind, value in processing.get(scheme.name, {}).items():
-            setattr(plan, f"{kind}_time", value)
-        plan.engine_options = {"ray": sc.engine_options.ray, "mininet": sc.engine_options.mininet}
-        t = time.perf_counter()
-        window = time.time()
-        try:
-            if sc.engine_options.shards.workers > 1:  # one run over Ray workers
-                from sim.shards import run_sharded
+    finished: list[str] = []  # schemes whose records are complete
+    written: list[str] = []  # files of the complete run moved into place
+    try:
+        for scheme in sc.schemes:
+            if progress:
+                progress(f"{sc.name}: scheme {scheme.name} on {engine} ({len(jobs)} queries)")
+            if calibrated:  # each scheme's own node costs (warming and query mock cost more)
+                processing[scheme.name] = calibrate(sc, ns, jobs, scheme, hierarchy=shared)
+            plan, network = make_plan(sc, scheme, ns, jobs,
+                                      dns_port=53 if engine == "simpy" else live_port,
+                                      hierarchy=shared)
+            for kind, value in processing.get(scheme.name, {}).items():
+                setattr(plan, f"{kind}_time", value)
+            plan.engine_options = {"ray": sc.engine_options.ray,
+                                   "mininet": sc.engine_options.mininet}
+            t = time.perf_counter()
+            window = time.time()
+            try:
+                if sc.engine_options.shards.workers > 1:  # one run over Ray workers
+                    from sim.shards import run_sharded
 
-                output = run_sharded(sc, engine, plan)
+                    output = run_sharded(sc, engine, plan)
+                else:
+                    output = run(plan)
+            except BaseException:
+                if sniffer is not None:  # never leave a tcpdump running behind a failed run
+                    sniffer.stop()
+                raise
+            wall[scheme.name] = round(time.perf_counter() - t, 3)
+            fault_plans[scheme.name] = plan.faults
+            if sniffer is not None:
+                windows.append((scheme, plan, output, window, time.time()))
+            replay[scheme.name] = {"schedule_error_ms": _error_stats(output.schedule_error),
+                                   "warm_time_s": round(output.warm_time, 9),
+                                   "end_time_s": round(output.end_time, 9),
+                                   "lost_packets": output.lost,
+                                   "completed": len(output.stubs)}
+            done = {job.index: (job, stub) for job, stub in output.stubs}
+            if scheme.kind != "tooldns":
+                acks = connection_acks(plan, output) if scheme.keepalive and not scheme.tls else {}
+                for job in jobs:
+                    records.append(registry_record(sc, engine, scheme, job,
+                                                   done.get(job.index, (job, None))[1],
+                                                   registry_ids, per_service, plan, acks))
+                load.extend(load_records(sc, engine, scheme, plan, output, network))
             else:
-                output = run(plan)
-        except BaseException:
-            if sniffer is not None:  # never leave a tcpdump running behind a failed run
-                sniffer.stop()
-            raise
-        wall[scheme.name] = round(time.perf_counter() - t, 3)
-        fault_plans[scheme.name] = plan.faults
+                for job in jobs:
+                    job_, stub = done.get(job.index, (job, None))
+                    if stub is None:
+                        stub = StubResult(tag=job, request=plan.requests[job.index], sent=0.0,
+                                          rcode="", error="not completed")
+                    agent_ip = plan.agent_order[job.agent]
+                    walks = stub_walks(output, agent_ip, stub)
+                    records.append(query_record(sc, engine, scheme, job_, stub, walks, ns,
+                                                target_ids, plan.hierarchy.zone_of, cand))
+                load.extend(load_records(sc, engine, scheme, plan, output, network))
+            finished.append(scheme.name)
+        gc.unfreeze()
+        df = pd.DataFrame(records)
+        load_df = pd.DataFrame(load)
+        summary = {**summarise(sc, engine, df, ns), "replay": replay}
         if sniffer is not None:
-            windows.append((scheme, plan, output, window, time.time()))
-        replay[scheme.name] = {"schedule_error_ms": _error_stats(output.schedule_error),
-                               "warm_time_s": round(output.warm_time, 9),
-                               "end_time_s": round(output.end_time, 9),
-                               "lost_packets": output.lost,
-                               "completed": len(output.stubs)}
-        done = {job.index: (job, stub) for job, stub in output.stubs}
-        if scheme.kind != "tooldns":
-            acks = connection_acks(plan, output) if scheme.keepalive and not scheme.tls else {}
-            for job in jobs:
-                records.append(registry_record(sc, engine, scheme, job,
-                                               done.get(job.index, (job, None))[1],
-                                               registry_ids, per_service, plan, acks))
-            load.extend(load_records(sc, engine, scheme, plan, output, network))
-            continue
-        for job in jobs:
-            job_, stub = done.get(job.index, (job, None))
-            if stub is None:
-                stub = StubResult(tag=job, request=plan.requests[job.index], sent=0.0,
-                                  rcode="", error="not completed")
-            agent_ip = plan.agent_order[job.agent]
-            walks = stub_walks(output, agent_ip, stub)
-            records.append(query_record(sc, engine, scheme, job_, stub, walks, ns, target_ids,
-                                        plan.hierarchy.zone_of, cand))
-        load.extend(load_records(sc, engine, scheme, plan, output, network))
-    gc.unfreeze()
-    df = pd.DataFrame(records)
-    load_df = pd.DataFrame(load)
-    summary = {**summarise(sc, engine, df, ns), "replay": replay}
-    if sniffer is not None:
-        pcap = sniffer.stop()
-        df, summary["capture"] = compare_capture(df, pcap, windows, sniffer.tool,
-                                                 {live_port, REGISTRY_PORT})
-    if processing:
-        summary["calibrated_processing_s"] = {
-            name: {k: round(v, 9) for k, v in costs.items()} for name, costs in processing.items()}
-    if sc.faults is not None:  # sim.faults: success over time, extra latency, recovery
-        base = (run_scenario(sc.model_copy(update={"faults": None}), engine, write=False,
-                             live_port=live_port).records if sc.faults.baseline else None)
-        df, summary["faults"] = fault_report(sc, df, load_df, base, fault_plans)
-    if ns.rogue or any(s.trust for s in sc.schemes) or sc.trust.policy != "open":
-        summary["trust"] = trust_report(df, ns, {s.name: (s.trust or sc.trust).policy
-                                                 if s.kind == "tooldns" else "registry"
-                                                 for s in sc.schemes})
-    # wall-clock figures vary run to run; they go to the console, not into the result files
-    summary_for_console = {**summary, "wall_s": wall}
-    if write:
-        write_outputs(out, sc, df, load_df, summary)
-        if sc.outputs.plots:
-            from analysis.plots import standard_plots
-
-            standard_plots(df, out)
-            if "faults" in summary:
-                from analysis.faults import success_over_time
-
-                success_over_time(summary, out)
+            pcap = sniffer.stop()
+            df, summary["capture"] = compare_capture(df, pcap, windows, sniffer.tool,
+                                                     {live_port, REGISTRY_PORT})
+        if processing:
+            summary["calibrated_processing_s"] = {
+                name: {k: round(v, 9) for k, v in costs.items()}
+                for name, costs in processing.items()}
+        if sc.faults is not None:  # sim.faults: success over time, extra latency, recovery
+            base = (run_scenario(sc.model_copy(update={"faults": None}), engine, write=False,
+                                 live_port=live_port).records if sc.faults.baseline else None)
+            df, summary["faults"] = fault_report(sc, df, load_df, base, fault_plans)
+        if ns.rogue or any(s.trust for s in sc.schemes) or sc.trust.policy != "open":
+            summary["trust"] = trust_report(df, ns, {s.name: (s.trust or sc.trust).policy
+                                                     if s.kind == "tooldns" else "registry"
+                                                     for s in sc.schemes})
+        # wall-clock figures vary run to run; they go to the console, not the result files
+        summary_for_console = {**summary, "wall_s": wall}
+        if write:
+            write_outputs(out, sc, df, load_df, summary, plots=sc.outputs.plots,
+                          committed=written)
+    except BaseException as exc:
+        gc.unfreeze()
+        if sniffer is not None:  # never leave a tcpdump running behind a stopped run
+            with contextlib.suppress(Exception):
+                sniffer.stop()
+        _keep_finished(exc, write, out, sc, engine, ns, records, load, replay, finished,
+                       written)
+        raise
     return RunResult(df, load_df, summary_for_console, out if write else None)
 
 
@@ -660,15 +704,100 @@ def summarise(sc: Scenario, engine: str, df: pd.DataFrame, ns: Namespace) -> dic
             "namespace_stats": ns.stats(), "schemes": schemes}
 
 
+SUMMARY, PARTIAL = "summary.json", "partial.json"
+#: files of a complete run that an interrupted one does not rewrite (they would describe an
+#: older run): removed when partial results are kept
+PLOTS = ("latency_cdf.png", "bytes_per_query.png", "cache_hits_over_time.png",
+         "success_over_time.png")
+
+
+def _stage_tables(st: Staging, sc: Scenario, df: pd.DataFrame, load: pd.DataFrame) -> None:
+    st.write("results.parquet", lambda p: df.to_parquet(p, index=False))
+    st.write("results.csv", lambda p: df.to_csv(p, index=False))
+    st.write("nodes.csv", lambda p: load.to_csv(p, index=False))
+    st.write("scenario.yaml", lambda p: Path(p).write_text(resolved_yaml(sc), encoding="utf-8"))
+
+
+def _json(data: dict) -> Callable[[str], None]:
+    return lambda p: Path(p).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
 def write_outputs(out: Path, sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
-                  summary: dict) -> None:
-    """Each file is written to a temporary name and renamed into place."""
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "results.parquet", lambda p: df.to_parquet(p, index=False))
-    atomic_write(out / "results.csv", lambda p: df.to_csv(p, index=False))
-    atomic_write(out / "nodes.csv", lambda p: load.to_csv(p, index=False))
-    atomic_write(out / "scenario.yaml",
-            lambda p: Path(p).write_text(resolved_yaml(sc), encoding="utf-8"))
-    # summary.json last: its presence marks a finished run (sweeps resume on it)
-    atomic_write(out / "summary.json",
-            lambda p: Path(p).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8"))
+                  summary: dict, plots: bool = False,
+                  committed: list[str] | None = None) -> list[str]:
+    """Write a complete run: every file (and, with ``plots``, the figures) is staged in a
+    hidden folder inside ``out`` and moved into place together, ``summary.json`` last (its
+    presence marks a finished run; sweeps resume on it); a ``partial.json`` of an earlier
+    interrupted run is removed. On any failure nothing in ``out`` changes. Returns the
+    names written (also appended to ``committed`` as they are moved into place)."""
+    with Staging(out, committed) as st:
+        _stage_tables(st, sc, df, load)
+        st.write(SUMMARY, _json(summary))
+        if plots:
+            try:
+                from analysis.plots import standard_plots
+
+                standard_plots(df, st.dir)
+                if "faults" in summary:
+                    from analysis.faults import success_over_time
+
+                    success_over_time(summary, st.dir)
+            except OSError as exc:
+                raise OutputError.from_os(exc, exc.filename or out) from exc
+        return st.commit(last=[SUMMARY], remove=[PARTIAL])
+
+
+def write_partial(out: Path, sc: Scenario, engine: str, ns: Namespace, records: list[dict],
+                  load: list[dict], replay: dict, finished: list[str], reason: str
+                  ) -> list[str]:
+    """Keep the schemes that finished: their records and node load, the scenario and
+    ``partial.json`` (the finished schemes' summary plus which schemes are missing and
+    why), written together like :func:`write_outputs`. ``summary.json`` and plots of an
+    earlier run in ``out`` are removed, so the folder never claims a complete run."""
+    df = pd.DataFrame(records)
+    df = df[df["scheme"].isin(finished)].reset_index(drop=True) if len(df) else df
+    load_df = pd.DataFrame(load)
+    if len(load_df):
+        load_df = load_df[load_df["scheme"].isin(finished)].reset_index(drop=True)
+    partial = {"complete": False, "reason": reason, "finished_schemes": list(finished),
+               "unfinished_schemes": [s.name for s in sc.schemes if s.name not in finished],
+               **summarise(sc, engine, df, ns),
+               "replay": {k: v for k, v in replay.items() if k in finished}}
+    with Staging(out) as st:
+        _stage_tables(st, sc, df, load_df)
+        st.write(PARTIAL, _json(partial))
+        return st.commit(last=[PARTIAL], remove=[SUMMARY, *PLOTS])
+
+
+def _keep_finished(exc: BaseException, write: bool, out: Path, sc: Scenario, engine: str,
+                   ns: Namespace, records: list[dict], load: list[dict], replay: dict,
+                   finished: list[str], written: list[str]) -> None:
+    """A run stopped: on Ctrl-C (raises :class:`RunInterrupted`) or an unexpected error
+    (adds a note to it), write the schemes that finished. Scenario and output errors, and
+    runs that write nothing, are left as they are."""
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    if isinstance(exc, RunInterrupted) or not write or not (interrupted or (
+            isinstance(exc, Exception) and not isinstance(exc, (ScenarioError, OutputError)))):
+        return
+    unfinished = [s.name for s in sc.schemes if s.name not in finished]
+    files = list(written)
+    if finished and not written:
+        reason = "interrupted" if interrupted else f"failed: {type(exc).__name__}: {exc}"
+        try:
+            files = write_partial(out, sc, engine, ns, records, load, replay, finished,
+                                  reason.splitlines()[0])
+        except OutputError as err:
+            if not interrupted:
+                exc.add_note(f"finished schemes not kept: {err}")
+                return
+            raise err from None
+    if interrupted:
+        raise RunInterrupted(out if files else None, list(finished), unfinished,
+                             files) from None
+    if files:
+        exc.add_note(f"kept the {len(finished)} finished schemes ({', '.join(finished)}) in "
+                     f"{out}/ ({', '.join(files)})")
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from nodes.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from sim.evaluate import TaxonomySpec
 
 Service = Literal["mcp", "a2a", "rest", "skill"]
@@ -187,6 +188,13 @@ class SchemeSpec(_Model):
                            "be served")
     trust: TrustSpec | None = None  # overrides the scenario's trust policy for this scheme
     dnssec: bool = False  # set DO and validate the chain of trust (needs namespace.dnssec)
+    # bounds on the resolver's memory: cached items (one LRU over all its tables), their
+    # estimated bytes, and stub queries resolved at once (more are dropped and counted)
+    cache_max_entries: int = Field(DEFAULT_MAX_ENTRIES, ge=1)
+    cache_max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=4096, description="bytes (estimated "
+                                 "with sys.getsizeof) the resolver's cache may hold")
+    max_clients: int = Field(10_000, ge=1, description="stub queries a resolver works on at "
+                             "once")
 
     @model_validator(mode="after")
     def _resolver_only(self) -> SchemeSpec:
@@ -251,6 +259,8 @@ class CacheSpec(_Model):
     # its ID (replies are byte-identical either way; off: every query is scored and encoded)
     packet_cache: bool = True
     packet_cache_size: int = Field(4096, ge=1, description="replies kept per server")
+    packet_cache_bytes: int = Field(16 * 1024 * 1024, ge=4096, description="bytes of queries "
+                                    "and replies kept per server")
 
 
 FaultKind = Literal["down", "slow", "lossy", "delay", "partition"]

@@ -16,11 +16,17 @@ the scheme's summary metrics.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import itertools
 import json
 import multiprocessing
+import multiprocessing.connection
+import os
 import signal
+import sys
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +39,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sim.atomic import atomic_write
+from sim.atomic import (
+    OutputError,
+    Staging,
+    atomic_write,
+    check_output_dir,
+    estimated_output_bytes,
+    make_dirs,
+    remove_stale,
+)
 from sim.scenario import Scenario, ScenarioError, resolved_yaml
 
 SUMMARY = "summary.json"
@@ -112,11 +126,55 @@ def _is_done(point_dir: Path) -> bool:
     return (point_dir / "scenario.yaml").exists()
 
 
+class _Terminated(BaseException):
+    """SIGTERM in a pool worker running a point: unwinds it (temporary files and the
+    staging folder are removed on the way), then the worker exits."""
+
+
+_IN_POINT = False  # a pool worker is inside _run_point
+PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1  # <linux/prctl.h>
+WORKER_NAME = b"tooldns-sweep"  # a pool worker's name in ps/top (/proc/PID/comm), once armed
+CLEANUP_S = 5  # a terminated worker's time to unwind before SIGALRM ends it
+
+
 def _run_point(data: dict, out_dir: str) -> None:
     """Worker: run one point (imported lazily so the parent stays light)."""
+    global _IN_POINT
     from sim.runner import run_scenario
 
-    run_scenario(Scenario.model_validate(data), out_dir=out_dir, write=True)
+    _IN_POINT = True
+    try:
+        run_scenario(Scenario.model_validate(data), out_dir=out_dir, write=True)
+    except _Terminated:
+        os._exit(128 + signal.SIGTERM)
+    finally:
+        _IN_POINT = False
+
+
+def _on_sigterm(signum: int, _frame: object) -> None:
+    """Pool worker: stop now (idle) or unwind the point first (bounded by SIGALRM)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+    if not _IN_POINT:
+        os._exit(128 + signum)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(CLEANUP_S)
+    raise _Terminated
+
+
+def die_with_parent(parent: int, sig: int = signal.SIGTERM) -> None:
+    """Have the kernel send ``sig`` to this process when its parent dies (Linux
+    ``prctl(PR_SET_PDEATHSIG)``), so a killed sweep (even SIGKILL) takes its workers with
+    it; exit at once if the parent is already gone."""
+    _prctl(PR_SET_PDEATHSIG, int(sig))
+    if os.getppid() != parent:  # died before the request was in place
+        os._exit(128 + sig)
+
+
+def _prctl(option: int, arg: object) -> None:
+    """Linux ``prctl(option, arg)`` through libc; nothing elsewhere."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0)
 
 
 def _grid_column(values: list[Any]) -> list[Any]:
@@ -186,9 +244,6 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     console = console or Console()
     out = Path(out_dir)
     points = sweep_points(scenario)  # validate every point before creating anything
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "scenario.yaml",
-                  lambda p: Path(p).write_text(resolved_yaml(scenario), encoding="utf-8"))
     result = SweepResult(out, points, pd.DataFrame())
     todo = []
     for p in points:
@@ -196,6 +251,15 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
             result.skipped.append(p.id)
         else:
             todo.append(p)
+    # the output folder is tried before anything runs (writable, free space for the rest)
+    warning = check_output_dir(out, sum(estimated_output_bytes(p.scenario) for p in todo))
+    if warning:
+        console.print(warning, style="yellow", markup=False, highlight=False)
+    make_dirs(out)
+    for folder in (out, *(out / "points" / p.id for p in todo)):
+        remove_stale(folder)  # left by workers killed mid-write
+    atomic_write(out / "scenario.yaml",
+                  lambda p: Path(p).write_text(resolved_yaml(scenario), encoding="utf-8"))
     if result.skipped:
         console.print(f"{len(result.skipped)} of {len(points)} points already done in "
                       f"{out}/points/", style="dim")
@@ -212,20 +276,56 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     return result
 
 
-def _ignore_sigint() -> None:
-    """Worker initializer: Ctrl-C is the parent's to handle (it stops the workers)."""
+def _init_worker(parent: int) -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (it stops the workers);
+    SIGTERM unwinds a running point (no temporary files left); the worker dies with its
+    parent, however the parent ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    die_with_parent(parent)
+    _prctl(PR_SET_NAME, ctypes.c_char_p(WORKER_NAME))
 
 
-def _stop(pool: ProcessPoolExecutor) -> None:
-    """Drop queued points and stop running ones; finished points are already on disk."""
-    if hasattr(pool, "terminate_workers"):  # Python 3.14+
+def _stop(pool: ProcessPoolExecutor, grace: float = CLEANUP_S + 1) -> None:
+    """Drop queued points and stop running ones (SIGTERM: they remove their temporary
+    files; SIGKILL after ``grace`` seconds); return when every worker is gone. Finished
+    points are already on disk."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # gone after shutdown
+    if not procs and hasattr(pool, "terminate_workers"):  # Python 3.14+, other internals
         pool.terminate_workers()
         return
-    procs = list((getattr(pool, "_processes", None) or {}).values())  # gone after shutdown
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs:
-        proc.terminate()
+        with contextlib.suppress(OSError, ValueError):
+            proc.terminate()
+    for attempt in (grace, 2.0):
+        deadline = time.monotonic() + attempt
+        alive = procs
+        while alive and time.monotonic() < deadline:
+            multiprocessing.connection.wait([p.sentinel for p in alive],
+                                            timeout=deadline - time.monotonic())
+            alive = [p for p in alive if p.exitcode is None and _running(p.pid)]
+        for proc in alive:
+            with contextlib.suppress(OSError, ValueError):
+                proc.kill()
+        procs = alive
+
+
+def _running(pid: int | None) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting to be reaped does not)."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
 
 def _run_pool(todo: list[SweepPoint], out: Path, workers: int, console: Console,
@@ -233,7 +333,7 @@ def _run_pool(todo: list[SweepPoint], out: Path, workers: int, console: Console,
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
                MofNCompleteColumn(), TimeElapsedColumn())
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_ignore_sigint)
+                               initializer=_init_worker, initargs=(os.getpid(),))
     try:
         with Progress(*columns, console=console) as progress:
             task = progress.add_task(f"{len(todo)} points on {workers} workers",
@@ -254,6 +354,8 @@ def _run_pool(todo: list[SweepPoint], out: Path, workers: int, console: Console,
                 for fut in done:
                     p = pending.pop(fut)
                     exc = fut.exception()
+                    if isinstance(exc, OutputError):  # the disk, not the point: stop here
+                        raise exc
                     if exc is None:
                         result.ran.append(p.id)
                     else:
@@ -262,8 +364,8 @@ def _run_pool(todo: list[SweepPoint], out: Path, workers: int, console: Console,
                                                f"{escape(result.failed[p.id])}",
                                                highlight=False)
                     progress.advance(task)
-    except BaseException:  # interrupted: stop now; finished points stay for a resume
-        _stop(pool)
+    except BaseException:  # interrupted, or the disk is full: stop now; finished points
+        _stop(pool)        # stay for a resume
         raise
     pool.shutdown(wait=True)
     result.ran.sort()
@@ -280,10 +382,12 @@ def _point_files(data: dict) -> dict[str, bytes]:
 
 
 def _write_point(folder: Path, files: dict[str, bytes]) -> None:
-    """Write a point's files atomically, ``summary.json`` last (it marks the point done)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in sorted(files, key=lambda n: (n == SUMMARY, n)):
-        atomic_write(folder / name, lambda p, data=files[name]: Path(p).write_bytes(data))
+    """Write a point's files together (or none of them), ``summary.json`` last (it marks
+    the point done)."""
+    with Staging(folder) as st:
+        for name in sorted(files):
+            st.write(name, lambda p, data=files[name]: Path(p).write_bytes(data))
+        st.commit(last=[SUMMARY], remove=["partial.json"])
 
 
 def _run_ray(todo: list[SweepPoint], out: Path, workers: int, console: Console,
@@ -312,6 +416,8 @@ def _run_ray(todo: list[SweepPoint], out: Path, workers: int, console: Console,
                     try:
                         _write_point(out / "points" / p.id, ray.get(ref))
                         result.ran.append(p.id)
+                    except OutputError:  # the disk here, not the point: stop
+                        raise
                     except Exception as exc:  # a failed point: reported, the others go on
                         cause = getattr(exc, "cause", None) or exc
                         result.failed[p.id] = f"{type(cause).__name__}: {cause}"
@@ -320,7 +426,12 @@ def _run_ray(todo: list[SweepPoint], out: Path, workers: int, console: Console,
                                                highlight=False)
                     progress.advance(bar)
     except BaseException:  # interrupted: cancel the rest; finished points stay for a resume
-        for ref in pending:
-            ray.cancel(ref, force=True)
+        for ref in pending:  # not forced: the task unwinds and removes its scratch folder
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)
+        with contextlib.suppress(BaseException):
+            ray.wait(list(pending), num_returns=len(pending), timeout=CLEANUP_S)
+        with contextlib.suppress(BaseException):
+            ray.shutdown()  # no Ray workers left behind (a cluster: just disconnects)
         raise
     result.ran.sort()

@@ -10,7 +10,7 @@ from cryptography import x509
 
 from nodes.http import ClientConnection, Request
 from nodes.pki import TrustError, canonical, issue, make_ca, serial_hex, verify_chain
-from nodes.registry import AgentDNSRegistry, RegistryServer
+from nodes.registry import AgentDNSRegistry, RegistryServer, TokenStore
 from nodes.registry_client import RegistryAgent, RegistryConfig
 from nodes.resolver import Discovery
 from nodes.scoring import make_scorer
@@ -18,6 +18,7 @@ from sim.registries import REGISTRY_HOST, build_registry, registry_tools, tls_si
 from topologies.namespace import synthetic
 
 TOKEN = "Bearer agent_" + "a" * 43
+ORG_TOKENS = {TOKEN.removeprefix("Bearer "): "org:org7"}  # configured by the operator
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,8 @@ def _post(app, target: str, obj: object, headers=()) -> tuple[int, dict]:
 
 
 def test_agentdns_search_layout_and_auth(ns) -> None:
-    app = AgentDNSRegistry(registry_tools(ns), make_scorer("bm25"))
+    app = AgentDNSRegistry(registry_tools(ns), make_scorer("bm25"),
+                           tokens=TokenStore(configured=ORG_TOKENS))
     q = ns.queries[0]
     status, body = _post(app, "/api/v1/discovery/search",
                          {"query": q.text, "limit": 5, "protocol": q.service},
@@ -52,7 +54,8 @@ def test_agentdns_search_layout_and_auth(ns) -> None:
 
 
 def test_agentdns_registration_is_searchable(ns) -> None:
-    app = AgentDNSRegistry(registry_tools(ns), make_scorer("bm25"))
+    app = AgentDNSRegistry(registry_tools(ns), make_scorer("bm25"),
+                           tokens=TokenStore(configured=ORG_TOKENS))
     status, body = _post(app, "/api/v1/services/?organization_id=7", {
         "name": "Zyxcorp Quasar", "category": "astro.science", "protocol": "mcp",
         "description": "quasar redshift catalogue zyxcorp", "endpoint_url":
@@ -107,7 +110,7 @@ def _drive(agent: RegistryAgent, server: RegistryServer, now: float = 0.0, tampe
 def test_agentdns_agent_discovers_in_one_call(ns) -> None:
     setup = build_registry("agentdns", ns, make_scorer("bm25"), seed=1)
     agent = RegistryAgent((setup.address, setup.port), REGISTRY_HOST,
-                          RegistryConfig(kind="agentdns"))
+                          RegistryConfig(kind="agentdns", token=setup.token))
     q = ns.queries[1]
     agent.ask("job", Discovery(q.text, service=q.service, k=3), 0.0)
     (res,) = _drive(agent, setup.server)
@@ -157,12 +160,14 @@ def test_ans_agent_rejects_a_tampered_answer(ns) -> None:
 
 
 def test_http_server_answers_garbage_with_400_and_counts_it(ns) -> None:
-    server = build_registry("agentdns", ns, make_scorer("bm25"), seed=1).server
+    setup = build_registry("agentdns", ns, make_scorer("bm25"), seed=1)
+    server = setup.server
     reply, close = server.receive("c1", b"\x00\x01GARBAGE\r\n\r\n", 0.0)
     assert reply.startswith(b"HTTP/1.1 400") and close
     assert server.stats["malformed"] == 1
     client = ClientConnection(REGISTRY_HOST)  # and a well-formed request still works
-    data = client.request("POST", "/api/v1/discovery/search", [("Authorization", TOKEN)],
+    data = client.request("POST", "/api/v1/discovery/search",
+                          [("Authorization", f"Bearer {setup.token}")],
                           canonical({"query": "weather", "limit": 2}))
     reply, close = server.receive("c2", data, 0.0)
     assert client.receive(reply).status == 200 and not close
