@@ -102,10 +102,6 @@ class Store:
     def keys(self, tag: str) -> Iterator[object]:
         return (k for t, k in list(self._items) if t == tag)
 
-    def clear(self) -> None:
-        self._items.clear()
-        self.bytes = 0
-
 
 class Table:
     """The items of one kind in a :class:`Store`: ``get``, ``[key] = entry``, ``del``."""

@@ -82,7 +82,7 @@ def test_resolver_memory_stays_within_its_cache_bound() -> None:
     assert unbounded.resolver.store.evictions == 0
 
 
-def _pending_query(resolver: RecursiveResolver, h) -> tuple[int, bytes, tuple]:
+def _pending_query(resolver: RecursiveResolver) -> tuple[int, bytes, tuple]:
     """Start a discovery; return the ID, bytes and server of its first upstream query."""
     resolver.discover(Discovery("weather forecast", k=1), 0.0)
     (out,) = resolver.to_send()
@@ -92,7 +92,7 @@ def _pending_query(resolver: RecursiveResolver, h) -> tuple[int, bytes, tuple]:
 def test_resolver_accepts_only_the_answer_to_its_own_question() -> None:
     h = hierarchy()
     resolver = h.resolver(seed=3)
-    qid, wire, server = _pending_query(resolver, h)
+    qid, wire, server = _pending_query(resolver)
     genuine = h.servers[server[0]].handle(wire, ("127.0.53.1", 5353), 0.0, "udp")
     assert genuine is not None
     msg = DNSRecord.parse(genuine)
@@ -131,7 +131,7 @@ def test_resolver_accepts_only_the_answer_to_its_own_question() -> None:
 
 def test_simulation_ids_come_from_the_seed() -> None:
     h = hierarchy()
-    first = [_pending_query(h.resolver(seed=9), h)[0] for _ in range(2)]
+    first = [_pending_query(h.resolver(seed=9))[0] for _ in range(2)]
     assert first[0] == first[1]  # same seed, same ID: simulation stays deterministic
 
 
