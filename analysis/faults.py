@@ -6,23 +6,26 @@ shaded, and a one-line-per-scheme table of what the faults cost.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from analysis.plots import _save, new_figure, scheme_colors
 
 
-def success_over_time(summary: dict, out: Path) -> Path:
-    """Plot the ``faults.schemes.*.timeline`` bins of a run's summary."""
+def success_figure(summary: dict, title: str | None = None) -> Figure:
+    """The ``faults.schemes.*.timeline`` bins of a run's summary: share of discoveries
+    that succeed per bin and scheme; shaded: from each crash to its restart."""
     faults = summary["faults"]
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig, ax = new_figure((7, 3.5))
+    colors = scheme_colors(faults["schemes"])
     for scheme, entry in faults["schemes"].items():
         t = [b[0] + faults["bin_s"] / 2 for b in entry["timeline"]]
-        ax.plot(t, [b[2] for b in entry["timeline"]], marker=".", label=scheme)
+        ax.plot(t, [b[2] for b in entry["timeline"]], marker=".", label=scheme,
+                color=colors[scheme])
     restarts = {(r["down_s"], r["restart_s"]) for e in faults["schemes"].values()
                 for r in e.get("recovery", [])}
     for start, end in sorted(restarts):
@@ -31,11 +34,19 @@ def success_over_time(summary: dict, out: Path) -> Path:
     ax.set_ylabel("discoveries that succeed")
     ax.set_ylim(-0.02, 1.02)
     ax.legend(fontsize="small")
-    ax.set_title(f"{summary['scenario']} ({summary['engine']}); shaded: node down")
+    if title is None:
+        title = (f"{summary.get('scenario', '?')} ({summary.get('engine', '?')}, "
+                 f"seed {summary.get('seed', '?')})")
+    ax.set_title(f"discoveries that succeed over time; shaded: node down\n{title}",
+                 fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def success_over_time(summary: dict, out: Path, title: str | None = None) -> Path:
+    """Write :func:`success_figure` to ``out/success_over_time.png`` (atomically)."""
     path = out / "success_over_time.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(success_figure(summary, title), path)
     return path
 
 
@@ -52,8 +63,12 @@ def table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> int:
-    run = Path(argv[0]) if argv else Path("results")
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m analysis.faults",
+                                description="Table of what the faults cost and "
+                                            "success_over_time.png of a run with faults.")
+    p.add_argument("dir", metavar="DIR", type=Path, help="run folder (tooldns run)")
+    run = p.parse_args(argv).dir
     summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
     if "faults" not in summary:
         print(f"{run}: the run has no faults section", file=sys.stderr)
@@ -64,4 +79,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main())

@@ -1,9 +1,38 @@
-"""Comparison tables for the console (rich) from a run's summary."""
+"""Reports on results: the console tables of ``tooldns run`` (rich), and one self-contained
+``report.html`` / ``report.md`` of a run, sweep or evaluation folder (``tooldns report``).
+
+* :func:`print_summary` — the comparison table per scheme, then what the scenario exists
+  to show when the headline hides it: per-phase change (phased workloads; needs the
+  records), rogue tools returned per trust policy, success under faults;
+* :func:`write_report` — provenance, scenario, tables, figures (embedded in the HTML as
+  base64 PNG; PNG files beside the Markdown) and the scenario YAML;
+* :func:`add_arguments` / :func:`run` — the ``tooldns report DIR`` subcommand (``sim.cli``).
+
+    python3 -m analysis.report DIR [--out OUT] [--format html,md]
+
+Only the standard library is imported at module level (``tooldns --help`` stays fast);
+pandas, matplotlib and rich are imported where they are used.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
+import argparse
+import base64
+import html
+import json
+import math
+import re
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+    from rich.console import Console
 
 COLUMNS = (
     ("queries", "queries", "{}"),
@@ -19,13 +48,65 @@ COLUMNS = (
     ("mean_tools_examined", "C(q)", "{:.1f}"),
     ("cache_hit_queries", "cache-helped", "{:.1%}"),
 )
+NOTE = ("per query; RTTs = sequential round trips (ToolDNS: resolver↔servers; registries: "
+        "TCP/TLS handshakes + HTTP calls); bytes/packets at the IP layer incl. the "
+        "agent↔resolver exchange; C(q) = items scored (servers, registry, ANS client)")
+#: per-phase metrics (analysis.results.per_phase columns): key, label, format
+PHASE_COLUMNS = (
+    ("queries", "queries", "{:.0f}"),
+    ("success", "success", "{:.1%}"),
+    ("mean_round_trips", "RTTs", "{:.2f}"),
+    ("median_latency_ms", "median ms", "{:.2f}"),
+    ("mean_bytes", "bytes", "{:.0f}"),
+    ("cache_hit_queries", "cache-helped", "{:.1%}"),
+    ("start_s", "starts at s", "{:.1f}"),
+)
+TRUST_COLUMNS = (
+    ("policy", "policy", "{}"),
+    ("rogue_returned", "rogue returned", "{}"),
+    ("queries_with_rogue", "queries with rogue", "{}"),
+    ("rogue_at_1", "rogue at #1", "{}"),
+    ("recall_at_k", "recall@K", "{:.1%}"),
+    ("hit_at_1", "hit@1", "{:.1%}"),
+    ("recall_cost", "recall cost", "{:+.1%}"),
+    ("median_latency_ms", "median ms", "{:.2f}"),
+    ("latency_cost_ms", "latency cost ms", "{:+.2f}"),
+)
+FAULT_COLUMNS = (
+    ("success", "success", "{:.1%}"),
+    ("success_during_faults", "during faults", "{:.1%}"),
+    ("success_outside_faults", "outside faults", "{:.1%}"),
+    ("baseline_success", "fault-free", "{:.1%}"),
+    ("extra_mean_ms", "extra ms during (mean)", "{:.2f}"),
+    ("extra_p95_ms", "extra ms during (p95)", "{:.2f}"),
+    ("mean_retries", "retries", "{:.3f}"),
+    ("stale_answers", "stale answers", "{}"),
+    ("recovered_after_s", "recovered after s (worst)", "{:.2f}"),
+)
+PROVENANCE_KEYS = ("tooldns", "git_commit", "git_dirty", "python", "platform", "cpus",
+                   "hostname", "started_utc", "finished_utc", "wall_s", "argv")
+FORMATS = ("html", "md")
 
 
 def _fmt(fmt: str, value: object) -> str:
-    return "-" if value is None else fmt.format(value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    try:
+        return fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)
 
 
-def print_summary(summary: dict, console: Console) -> None:
+# ---------------------------------------------------------------------------- console
+
+
+def print_summary(summary: dict, console: Console, records: pd.DataFrame | None = None
+                  ) -> None:
+    """The comparison table per scheme; then, where a scenario's point lives elsewhere,
+    the per-phase change (``records`` with more than one phase), the trust counts
+    (``summary["trust"]``) and success under faults (``summary["faults"]``)."""
+    from rich.table import Table
+
     stats = summary.get("namespace_stats", {})
     title = (f"{summary['scenario']} on {summary['engine']} (seed {summary['seed']}): "
              f"{stats.get('tools', '?')} tools, {stats.get('zones', '?')} zones")
@@ -36,14 +117,90 @@ def print_summary(summary: dict, console: Console) -> None:
     for scheme, s in summary["schemes"].items():
         table.add_row(scheme, *(_fmt(fmt, s.get(key)) for key, _, fmt in COLUMNS))
     console.print(table)
-    console.print("per query; RTTs = sequential round trips (ToolDNS: resolver↔servers; "
-                  "registries: TCP/TLS handshakes + HTTP calls); bytes/packets at the IP "
-                  "layer incl. the agent↔resolver exchange; C(q) = items scored (servers, "
-                  "registry, ANS client)", style="dim")
+    console.print(NOTE, style="dim")
+    if records is not None:
+        from analysis.results import phases
+
+        if phases(records) > 1:
+            print_phases(records, console)
+    if "trust" in summary:
+        print_trust(summary["trust"], console)
+    if "faults" in summary:
+        print_faults(summary["faults"], console)
+
+
+def print_phases(records: pd.DataFrame, console: Console) -> None:
+    """Per scheme, each metric phase by phase (``a → b → c``)."""
+    from rich.table import Table
+
+    from analysis.results import per_phase
+
+    table = per_phase(records)
+    ids = list(dict.fromkeys(table.index.get_level_values("phase")))
+    # success only when it changes from phase to phase (faults, expiring caches ...)
+    varies = table.groupby(level="scheme", sort=False).success.nunique().gt(1).any()
+    keys = ("success",) * bool(varies) + ("mean_round_trips", "median_latency_ms",
+                                          "cache_hit_queries")
+    shown = [c for c in PHASE_COLUMNS if c[0] in keys]
+    out = Table(title=f"per phase ({' → '.join(f'phase {p}' for p in ids)})")
+    out.add_column("scheme")
+    for _, label, _ in shown:
+        out.add_column(label, justify="right")
+    for scheme in dict.fromkeys(table.index.get_level_values("scheme")):
+        rows = table.loc[scheme]
+        out.add_row(str(scheme), *(" → ".join(_fmt(fmt, rows[key].get(p)) for p in ids)
+                                   for key, _, fmt in shown))
+    console.print(out)
+
+
+def print_trust(trust: dict, console: Console) -> None:
+    from rich.table import Table
+
+    out = Table(title=f"trust: {trust.get('rogue_tools', '?')} rogue look-alike tools in "
+                      f"the namespace")
+    out.add_column("scheme")
+    for _, label, _ in TRUST_COLUMNS:
+        out.add_column(label, justify="right")
+    for scheme, s in trust.get("schemes", {}).items():
+        out.add_row(scheme, *(_fmt(fmt, s.get(key)) for key, _, fmt in TRUST_COLUMNS))
+    console.print(out)
+    console.print("rogue returned = rogue tools among all answers; costs against the open "
+                  "policy (recall lost, extra median latency)", style="dim")
+
+
+def fault_rows(faults: dict) -> dict[str, dict[str, Any]]:
+    """``summary["faults"]`` flattened to one dict per scheme (FAULT_COLUMNS keys)."""
+    rows = {}
+    for scheme, e in faults.get("schemes", {}).items():
+        extra = e.get("extra_latency_during_faults_ms") or {}
+        ok_after = [r.get("queries_ok_after_s") for r in e.get("recovery", [])]
+        rows[scheme] = {
+            **{k: e.get(k) for k in ("success", "success_during_faults",
+                                     "success_outside_faults", "mean_retries",
+                                     "stale_answers")},
+            "baseline_success": (e.get("baseline") or {}).get("success"),
+            "extra_mean_ms": extra.get("mean"), "extra_p95_ms": extra.get("p95"),
+            "recovered_after_s": max((x for x in ok_after if x is not None), default=None),
+        }
+    return rows
+
+
+def print_faults(faults: dict, console: Console) -> None:
+    from rich.table import Table
+
+    out = Table(title="faults: success and cost")
+    out.add_column("scheme")
+    for _, label, _ in FAULT_COLUMNS:
+        out.add_column(label, justify="right")
+    for scheme, row in fault_rows(faults).items():
+        out.add_row(scheme, *(_fmt(fmt, row.get(key)) for key, _, fmt in FAULT_COLUMNS))
+    console.print(out)
 
 
 def print_capture(report: dict, console: Console) -> None:
     """Capture vs the engine's own accounting, per scheme."""
+    from rich.table import Table
+
     table = Table(title=f"packet capture ({report['tool']}, {report['packets']} packets in "
                         f"{report['pcap']}) vs accounting")
     for col in ("scheme", "queries exact", "bytes acct", "bytes captured", "Δ bytes",
@@ -55,3 +212,507 @@ def print_capture(report: dict, console: Console) -> None:
                       str(s["accounted_packets"]), str(s["captured_packets"]),
                       _fmt("{:+.2f}%", s["packets_diff_pct"]), str(s["unattributed_packets"]))
     console.print(table)
+
+
+# ---------------------------------------------------------------------------- report model
+
+
+@dataclass
+class Text:
+    text: str
+    note: bool = False  # small print
+
+
+@dataclass
+class Table:
+    frame: pd.DataFrame  # values already formatted as text
+    caption: str = ""
+    index: bool = False
+
+
+@dataclass
+class Picture:
+    name: str  # file name beside report.md
+    png: bytes
+    caption: str = ""
+
+
+@dataclass
+class Code:
+    text: str
+    lang: str = ""
+
+
+Block = Text | Table | Picture | Code
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        """As GitHub makes heading anchors: lower case, punctuation dropped, spaces → -."""
+        return re.sub(r"[^\w\- ]", "", self.title.lower()).replace(" ", "-")
+
+
+@dataclass
+class Report:
+    title: str
+    kind: str  # run | sweep | eval
+    sections: list[Section] = field(default_factory=list)
+    banner: str = ""  # e.g. an interrupted run
+
+    def figures(self) -> list[Picture]:
+        return [b for s in self.sections for b in s.blocks if isinstance(b, Picture)]
+
+
+def _formatted(rows: dict[str, dict] | list[dict], columns: Sequence[tuple[str, str, str]],
+               first: str = "scheme", keys: Sequence[str] = ()) -> pd.DataFrame:
+    """Metrics as a text frame with (key, label, format) ``columns``: ``rows`` maps a name
+    (put in column ``first``) to its metrics, or is a list of records whose ``keys``
+    columns are kept as text."""
+    import pandas as pd
+
+    if isinstance(rows, dict):
+        rows, keys = [{first: name, **r} for name, r in rows.items()], [first]
+    data = [{**{k: str(r.get(k)) for k in keys},
+             **{label: _fmt(fmt, r.get(key)) for key, label, fmt in columns}} for r in rows]
+    return pd.DataFrame(data, columns=[*keys, *(label for _, label, _ in columns)])
+
+
+def _key_values(items: dict[str, Any], key: str = "field", value: str = "value"
+                ) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame({key: list(items), value: [_value(v) for v in items.values()]})
+
+
+def _value(v: Any) -> str:
+    if v is None:
+        return "unknown"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (list, tuple)):
+        return shlex.join(str(x) for x in v) if all(isinstance(x, str) for x in v) else \
+            json.dumps(v)
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True)
+    return str(v)
+
+
+def provenance_section(prov: dict | None) -> Section:
+    """Where the result came from; 'unknown' for what an older run did not record."""
+    prov = prov or {}
+    items = {k: prov.get(k) for k in PROVENANCE_KEYS}
+    items.update({k: v for k, v in prov.items() if k not in items})
+    blocks: list[Block] = [Table(_key_values(items))]
+    if not prov:
+        blocks.insert(0, Text("This output has no provenance block (written before "
+                              "provenance was recorded).", note=True))
+    return Section("Provenance", blocks)
+
+
+def _picture(name: str, fig: Figure, caption: str = "") -> Picture:
+    from analysis.plots import png_bytes
+
+    return Picture(name, png_bytes(fig), caption)
+
+
+def _read_text(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8") if path.exists() else None
+
+
+# ---------------------------------------------------------------------------- run report
+
+
+def run_report(path: Path) -> Report:
+    """Everything about one run folder (a ``tooldns run`` output or a sweep point)."""
+    import pandas as pd
+
+    from analysis import plots
+    from analysis.results import load_run, per_phase, phases
+
+    run = load_run(path, partial=True)
+    s, df = run.summary, run.records
+    description = run.scenario.get("description") or ""
+    report = Report(f"{s.get('scenario', path.name)}: run report", "run")
+    if not run.complete:
+        report.banner = (f"Interrupted run ({s.get('reason', 'unknown reason')}): only the "
+                         f"finished schemes are here; missing: "
+                         f"{', '.join(s.get('unfinished_schemes', [])) or 'none'}.")
+    stats = s.get("namespace_stats", {})
+    overview = {"scenario": s.get("scenario"), "description": description or None,
+                "seed": s.get("seed"), "engine": s.get("engine"),
+                "namespace": s.get("namespace"), "schemes": len(s.get("schemes", {})),
+                "queries per scheme": int(df.groupby("scheme").size().max()) if len(df) else 0,
+                "workload phases": phases(df)}
+    report.sections.append(Section("Run", [Table(_key_values(overview)),
+                                           Table(_key_values(stats, "namespace", "count"),
+                                                 "namespace statistics")]))
+    report.sections.append(provenance_section(s.get("provenance")))
+    report.sections.append(Section("Comparison per scheme", [
+        Table(_formatted(s.get("schemes", {}), COLUMNS)), Text(NOTE, note=True)]))
+    title = run.title
+    if phases(df) > 1:
+        records = per_phase(df).reset_index().to_dict("records")
+        frame = _formatted(records, PHASE_COLUMNS, keys=["scheme", "phase"])
+        report.sections.append(Section("Per workload phase", [
+            Text("The same workload replayed in phases: what changes once the caches are "
+                 "warm (median latency of successful queries; cache-helped = share of "
+                 "queries answered with help from a resolver cache)."),
+            Table(frame),
+            _picture("per_phase.png", plots.phase_bars(df, title=title))]))
+    if "trust" in s:
+        trust = s["trust"]
+        report.sections.append(Section("Trust", [
+            Text(f"{trust.get('rogue_tools', '?')} rogue look-alike tools in the namespace; "
+                 f"per scheme, rogue tools returned and what each trust policy costs "
+                 f"against the open one."),
+            Table(_formatted(trust.get("schemes", {}), TRUST_COLUMNS))]))
+    if "faults" in s:
+        from analysis.faults import success_figure
+
+        faults = s["faults"]
+        blocks: list[Block] = [Table(_formatted(fault_rows(faults), FAULT_COLUMNS))]
+        recovery = [{"scheme": sc, **r} for sc, e in faults.get("schemes", {}).items()
+                    for r in e.get("recovery", [])]
+        if recovery:
+            blocks.append(Table(pd.DataFrame(recovery).astype(str).replace(
+                {"None": "-"}), "recovery after each restart (slowest node of the fault)"))
+        errors = {sc: e.get("errors") for sc, e in faults.get("schemes", {}).items()
+                  if e.get("errors")}
+        if errors:
+            blocks.append(Table(_key_values(errors, "scheme", "errors of failed queries")))
+        blocks.append(_picture("success_over_time.png", success_figure(s, title)))
+        report.sections.append(Section("Faults", blocks))
+    if "capture" in s:
+        cap = s["capture"]
+        rows = {sc: {**c, "exact": f"{c['queries_exact']}/{c['queries']}"}
+                for sc, c in cap.get("schemes", {}).items()}
+        cols = (("exact", "queries exact", "{}"), ("accounted_bytes", "bytes acct", "{}"),
+                ("captured_bytes", "bytes captured", "{}"),
+                ("bytes_diff_pct", "Δ bytes %", "{:+.2f}"),
+                ("accounted_packets", "packets acct", "{}"),
+                ("captured_packets", "packets captured", "{}"),
+                ("packets_diff_pct", "Δ packets %", "{:+.2f}"),
+                ("unattributed_packets", "unattributed", "{}"))
+        report.sections.append(Section("Packet capture", [
+            Text(f"{cap.get('packets', '?')} packets captured with {cap.get('tool', '?')} "
+                 f"into {cap.get('pcap', '?')}, attributed to queries and compared with the "
+                 f"engine's accounting."),
+            Table(_formatted(rows, cols))]))
+    if s.get("replay"):
+        cols = (("completed", "completed", "{}"), ("warm_time_s", "warm-up s", "{:.3f}"),
+                ("end_time_s", "end s", "{:.3f}"), ("lost_packets", "lost packets", "{}"))
+        report.sections.append(Section("Engine replay", [Table(_formatted(s["replay"], cols))]))
+    if not run.nodes.empty and {"role", "scheme", "rx_packets"} <= set(run.nodes.columns):
+        load = (run.nodes.groupby(["role", "scheme"], sort=False).rx_packets.sum()
+                .unstack("scheme").fillna(0).astype(int))
+        report.sections.append(Section("Load by role", [
+            Table(load.reset_index().astype(str), "packets received per node role")]))
+    figures = [_picture(name, fig(df, None, title)) for name, fig in (
+        ("latency_cdf.png", plots.latency_cdf), ("bytes_per_query.png", plots.bytes_per_query),
+        ("cache_hits_over_time.png", lambda d, p, t: plots.cache_hits_over_time(d, p,
+                                                                                title=t)))
+    ] if len(df) else []
+    report.sections.append(Section("Figures", figures or [Text("No records.")]))
+    if (yml := _read_text(path / "scenario.yaml")) is not None:
+        report.sections.append(Section("Scenario", [Code(yml, "yaml")]))
+    return report
+
+
+# ---------------------------------------------------------------------------- sweep report
+
+
+def sweep_report(path: Path) -> Report:
+    from analysis import sweep_plots
+    from analysis.plots import sweep_title
+    from analysis.results import load_sweep
+
+    sw = load_sweep(path)
+    meta, table = sw.meta, sw.table
+    name = meta.get("scenario") or sw.scenario.get("name") or path.name
+    report = Report(f"{name}: sweep report", "sweep")
+    if meta.get("failed"):
+        report.banner = f"{len(meta['failed'])} points failed (see Points)."
+    overview = {"scenario": name, "description": sw.scenario.get("description") or None,
+                "seed": meta.get("seed", sw.scenario.get("seed")),
+                "engine": sw.scenario.get("engine"),
+                "points": len(meta.get("points", [])) or table["point"].nunique(),
+                "schemes": table["scheme"].nunique() if len(table) else 0,
+                "ran": len(meta.get("ran", [])), "already done": len(meta.get("skipped", [])),
+                "failed": len(meta.get("failed", {}))}
+    grid = _key_values({k: ", ".join(map(str, v)) for k, v in sw.grid.items()},
+                       "grid axis", "values")
+    report.sections.append(Section("Sweep", [Table(_key_values(overview)),
+                                             Table(grid, "grid (cartesian product)")]))
+    report.sections.append(provenance_section(meta.get("provenance")))
+    cols = [(k, label, fmt) for k, label, fmt in COLUMNS if k in table.columns]
+    keys = [k for k in ("point", *sw.axes, "scheme") if k in table.columns]
+    frame = _formatted(table.to_dict("records"), cols, keys=keys)
+    report.sections.append(Section("Results per point and scheme", [
+        Table(frame, "sweep.csv (every metric of each point's summary.json)"),
+        Text(NOTE, note=True)]))
+    if meta.get("failed"):
+        report.sections.append(Section("Points", [
+            Table(_key_values(meta["failed"], "failed point", "error"))]))
+    title = sweep_title({**meta, "scenario": name})
+    figures = [_picture(n, fig) for n, fig in sweep_plots.figures(table, sw.grid,
+                                                                      title).items()]
+    report.sections.append(Section("Figures", figures or [Text("No finished points.")]))
+    if (yml := _read_text(path / "scenario.yaml")) is not None:
+        report.sections.append(Section("Scenario (base, with its sweep grid)", [
+            Code(yml, "yaml")]))
+    return report
+
+
+# ---------------------------------------------------------------------------- eval report
+
+
+EVAL_COLUMNS = (
+    ("queries", "queries", "{}"), ("hit1_cat", "hit@1 category", "{:.1%}"),
+    ("hitk_cat", "hit@K category", "{:.1%}"), ("hit1_tool", "hit@1 tool", "{:.1%}"),
+    ("hitk_tool", "hit@K tool", "{:.1%}"), ("recall_k", "recall@K", "{:.1%}"),
+    ("rr", "MRR", "{:.3f}"), ("examined", "C(q)", "{:.1f}"),
+    ("examined_frac", "C(q) / pool", "{:.3f}"), ("tokens", "LLM tokens", "{:.0f}"),
+    ("time_ms", "ms per query", "{:.2f}"),
+)
+
+
+def eval_report(path: Path) -> Report:
+    import yaml
+
+    from analysis.plots import eval_title
+    from analysis.results import load_eval
+    from analysis.retrieval_plots import figures as retrieval_figures
+
+    ev = load_eval(path)
+    meta = ev.meta
+    name = meta.get("name") or path.name
+    report = Report(f"{name}: retrieval evaluation report", "eval")
+    spec = meta.get("spec") or {}
+    overview = {"evaluation": name, "description": spec.get("description") or None,
+                "seed": spec.get("seed"), "tools": meta.get("tools"),
+                "queries evaluated": meta.get("queries_evaluated"),
+                "queries available": meta.get("queries_available"),
+                "namespace": meta.get("namespace"), "K": meta.get("k")}
+    blocks: list[Block] = [Table(_key_values(overview))]
+    if meta.get("balance"):
+        blocks.append(Table(_key_values(meta["balance"], "tree", "value"),
+                            "balance of the tree"))
+    report.sections.append(Section("Evaluation", blocks))
+    report.sections.append(provenance_section(meta.get("provenance")))
+    if not ev.summary.empty:
+        summary = ev.summary.set_index("method")
+        cols = [c for c in EVAL_COLUMNS if c[0] in summary.columns]
+        report.sections.append(Section("Results per method", [
+            Table(_formatted(summary.to_dict("index"), cols, first="method")),
+            Text("hit@1/hit@K by category: the top answer (any of the top K) is in the "
+                 "query's category; by tool: it is a ground-truth tool; C(q) = items scored "
+                 "per query.", note=True)]))
+    title = eval_title(meta)
+    figures = [_picture(n, fig) for n, fig in retrieval_figures(ev.per_query, title).items()]
+    report.sections.append(Section("Figures", figures or [Text("No figures.")]))
+    if spec:
+        report.sections.append(Section("Evaluation file (resolved)", [
+            Code(yaml.safe_dump(spec, sort_keys=False), "yaml")]))
+    return report
+
+
+# ---------------------------------------------------------------------------- rendering
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
+max-width:1200px;padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.25em;margin-top:1.8em;
+border-bottom:1px solid #ddd;padding-bottom:.2em}
+nav{font-size:.9em;color:#555}nav a{margin-right:.8em;color:#2463b0;text-decoration:none}
+table{border-collapse:collapse;margin:.6em 0;font-size:.86em}
+th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right;white-space:nowrap}
+th{background:#f3f5f8}td:first-child,th:first-child{text-align:left}
+caption{caption-side:top;text-align:left;color:#555;font-size:.95em;padding:.2em 0}
+figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
+figcaption{color:#555;font-size:.9em}
+pre{background:#f6f8fa;padding:.8em;overflow:auto;font-size:.82em;border-radius:4px}
+.note{color:#666;font-size:.85em}.banner{background:#fff4d6;border:1px solid #e6c463;
+padding:.5em .8em;border-radius:4px}
+""" + "".join(f".l{i} td:nth-child({i}){{text-align:left;white-space:normal}}"
+             for i in range(2, 40))  # table classes l<i>: column i holds text
+
+
+def render_html(report: Report) -> str:
+    """One self-contained HTML page: inline CSS, figures as data: URIs, no external links."""
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>{html.escape(report.title)}</title>", f"<style>{CSS}</style>",
+           "</head><body>", f"<h1>{html.escape(report.title)}</h1>"]
+    if report.banner:
+        out.append(f'<p class="banner">{html.escape(report.banner)}</p>')
+    out.append("<nav>" + "".join(f'<a href="#{s.anchor}">{html.escape(s.title)}</a>'
+                                 for s in report.sections) + "</nav>")
+    for section in report.sections:
+        out.append(f'<h2 id="{section.anchor}">{html.escape(section.title)}</h2>')
+        for b in section.blocks:
+            if isinstance(b, Text):
+                out.append(f'<p{" class=note" if b.note else ""}>{html.escape(b.text)}</p>')
+            elif isinstance(b, Table):
+                # text columns (and field/value tables) read better left-aligned
+                text_cols = [i + 1 for i, c in enumerate(b.frame.columns)
+                             if i > 0 and not b.frame[c].map(_numeric).all()]
+                table = b.frame.to_html(index=b.index, border=0, escape=True, na_rep="-",
+                                        classes=" ".join(f"l{i}" for i in text_cols) or None)
+                if b.caption:
+                    table = table.replace(">", f"><caption>{html.escape(b.caption)}</caption>",
+                                          1)
+                out.append(table)
+            elif isinstance(b, Picture):
+                data = base64.b64encode(b.png).decode("ascii")
+                alt = html.escape(b.caption or b.name)
+                out.append(f'<figure><img alt="{alt}" src="data:image/png;base64,{data}">'
+                           + (f"<figcaption>{html.escape(b.caption)}</figcaption>"
+                              if b.caption else "") + "</figure>")
+            elif isinstance(b, Code):
+                out.append(f"<pre><code>{html.escape(b.text)}</code></pre>")
+    out.append('<p class="note">Written by tooldns report (analysis/report.py).</p>')
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(report: Report) -> str:
+    """Markdown with the figures as relative links (the PNGs are written beside it)."""
+    out = [f"# {report.title}", ""]
+    if report.banner:
+        out += [f"> **{report.banner}**", ""]
+    out += [" · ".join(f"[{s.title}](#{s.anchor})" for s in report.sections), ""]
+    for section in report.sections:
+        out += [f"## {section.title}", ""]
+        for b in section.blocks:
+            if isinstance(b, Text):
+                out += [f"*{b.text}*" if b.note else b.text, ""]
+            elif isinstance(b, Table):
+                if b.caption:
+                    out += [f"**{b.caption}**", ""]
+                frame = b.frame.reset_index() if b.index else b.frame
+                align = ["left" if i == 0 or not frame[c].map(_numeric).all() else "right"
+                         for i, c in enumerate(frame.columns)]
+                out += [frame.to_markdown(index=False, disable_numparse=True,
+                                          colalign=align), ""]
+            elif isinstance(b, Picture):
+                out += [f"![{b.caption or b.name}]({b.name})", ""]
+            elif isinstance(b, Code):
+                out += [f"```{b.lang}", b.text.rstrip("\n"), "```", ""]
+    return "\n".join(out)
+
+
+def _numeric(text: object) -> bool:
+    """Whether a formatted cell reads as a number (right-aligned in Markdown tables)."""
+    t = str(text).strip().rstrip("%")
+    if t in ("-", ""):
+        return True
+    try:
+        float(t)
+    except ValueError:
+        return False
+    return True
+
+
+def build_report(path: Path) -> Report:
+    """The report of a run, sweep or evaluation folder (detected from its files)."""
+    from analysis.results import kind_of
+
+    kind = kind_of(path)
+    if kind is None:
+        raise FileNotFoundError(f"{path}: not a run, sweep or evaluation folder (no "
+                                f"summary.json, partial.json, sweep.csv or per_query.csv)")
+    builders: dict[str, Callable[[Path], Report]] = {
+        "run": run_report, "sweep": sweep_report, "eval": eval_report}
+    return builders[kind](path)
+
+
+def write_report(path: Path, out: Path | None = None,
+                 formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Write ``report.html`` and/or ``report.md`` (with its PNG figures beside it) for the
+    run, sweep or evaluation folder ``path`` into ``out`` (default: ``path``); returns the
+    files written. Each file is written atomically."""
+    from sim.atomic import atomic_write, make_dirs
+
+    path = Path(path)
+    out = Path(out) if out is not None else path
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ValueError(f"unknown report format(s) {', '.join(sorted(unknown))} "
+                         f"(html, md)")
+    report = build_report(path)
+    make_dirs(out)
+    written: list[Path] = []
+    if "md" in formats:
+        for pic in report.figures():
+            atomic_write(out / pic.name, lambda tmp, data=pic.png: Path(tmp).write_bytes(data))
+            written.append(out / pic.name)
+        text = render_markdown(report)
+        atomic_write(out / "report.md", lambda tmp: Path(tmp).write_text(text, "utf-8"))
+        written.append(out / "report.md")
+    if "html" in formats:
+        page = render_html(report)
+        atomic_write(out / "report.html", lambda tmp: Path(tmp).write_text(page, "utf-8"))
+        written.append(out / "report.html")
+    return written
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def _formats(text: str) -> list[str]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in parts if p not in FORMATS]
+    if bad or not parts:
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of html, md")
+    return parts
+
+
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("dir", metavar="DIR", type=Path,
+                   help="output folder of tooldns run (or a sweep point), sweep or eval")
+    p.add_argument("--out", type=Path, help="folder to write the report into (default: DIR)")
+    # a string default goes through type= too (argparse): a list in args.format
+    p.add_argument("--format", type=_formats, default=",".join(FORMATS), metavar="html,md",
+                   help="report.html (self-contained), report.md (+ PNG figures beside it) "
+                        "or both (default: %(default)s)")
+    return p
+
+
+DESCRIPTION = ("Write a report of a tooldns output folder (a run, a sweep or an evaluation, "
+               "detected from its files): report.html, self-contained (figures embedded, "
+               "no external assets), and report.md with its figures as PNG files beside "
+               "it. Provenance, scenario, the comparison per scheme, per-phase, trust, "
+               "fault and capture sections when the run has them, figures and the "
+               "scenario YAML.")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``tooldns report``: write the report, print the files written. Exit 0, 1 (disk
+    error), 2 (not an output folder)."""
+    from sim.atomic import OutputError
+
+    try:
+        paths = write_report(args.dir, args.out, args.format)
+    except FileNotFoundError as exc:
+        print(f"tooldns report: {exc}", file=sys.stderr)
+        return 2
+    except OutputError as exc:
+        print(f"tooldns report: {exc}", file=sys.stderr)
+        return 1
+    for path in paths:
+        print(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = add_arguments(argparse.ArgumentParser(prog="python3 -m analysis.report",
+                                                description=DESCRIPTION))
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -3,7 +3,8 @@
 A hot-path change (codecs, memos, shared indexes, engine glue) must not change one byte of
 any result. This script runs every scenario file under ``scenarios/`` (each sweep point of
 a sweep file, and two larger synthetic scenarios that exercise the hot path harder) on the
-simpy engine, hashes ``results.csv``, ``nodes.csv`` and ``summary.json``, and compares the
+simpy engine, hashes ``results.csv``, ``nodes.csv`` and ``summary.json`` (without its
+``provenance`` block: version, commit, machine, time), and compares the
 digests with ``benchmarks/golden.json``, recorded before the change.
 
 Calibrated processing times are measured on the machine (they differ run to run), so those
@@ -30,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sim.provenance import deterministic_summary  # noqa: E402
 from sim.runner import run_scenario  # noqa: E402
 from sim.scenario import Scenario, load_scenario  # noqa: E402
 from sim.sweep import sweep_points  # noqa: E402
@@ -113,7 +115,8 @@ def versions() -> dict[str, str]:
 
 
 def digest(folder: Path) -> dict[str, str]:
-    return {f: hashlib.sha256((folder / f).read_bytes()).hexdigest() for f in FILES}
+    return {f: hashlib.sha256(deterministic_summary(folder) if f == "summary.json" else
+                              (folder / f).read_bytes()).hexdigest() for f in FILES}
 
 
 def dense_available(sc: Scenario) -> str | None:

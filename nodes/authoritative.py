@@ -20,6 +20,17 @@ built from records encoded at zone load (:mod:`nodes.codec`); a bounded packet c
 between queries except what a query name alone determines (its decoded form, its ToolDNS
 parts and its suffix offsets, in small bounded memos): scoring, ranking and encoding run
 for every query the packet cache does not answer.
+
+Zone transfers (RFC 5936) go through ``transfer(wire, src, now)``, which a TCP adapter calls
+before ``handle``: AXFR answers SOA, every record of the zone (:func:`zone_records`: the
+static records ``handle`` serves to standard questions, delegations with their glue), SOA
+again, in as many messages of at most 65535 bytes as needed, each with the query's ID and
+question; IXFR is answered the same way (the AXFR-style fallback of RFC 1995 §4) unless the
+client already has the current serial (then the SOA alone). Transfers are allowed only to
+sources in ``transfer_acl`` (loopback by default) or ``transfer_peers`` (the hierarchy's own
+servers, set by ``sim.hierarchy``); others get REFUSED, a name that is not one of the
+server's zone apexes NOTAUTH. AXFR/IXFR reaching ``handle`` (over UDP) gets NOTIMP, as NSD
+and Knot answer AXFR over UDP. Transfers are never signed nor cached.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from dnslib import DNSRecord
 
 from nodes.codec import (
     FormatError,
@@ -73,7 +85,7 @@ from nodes.wire import (
 )
 from nodes.zone import Address, Delegation, ToolRecord, Ttls, ZoneData
 
-A, NS, SOA, TXT, SRV, ANY = 1, 2, 6, 16, 33, 255
+A, NS, SOA, TXT, SRV, IXFR, AXFR, ANY = 1, 2, 6, 16, 33, 251, 252, 255
 _HEADER = struct.Struct("!HHHHHH")
 _COUNTS3 = struct.Struct("!HHH")  # ANCOUNT, NSCOUNT, ARCOUNT
 _INTENT_HEADER = struct.Struct("!BHB")  # nodes.wire.Intent: version · length · K
@@ -81,9 +93,21 @@ _RX = {"udp": "rx_udp", "tcp": "rx_tcp"}  # counter keys, not rebuilt per query
 # a packet-cache entry's memory beyond its key and reply bytes: two bytes headers (33 each),
 # a 2-tuple (56) and the OrderedDict's link and table slot (about 100), on CPython 3.11
 _CACHE_ENTRY_OVERHEAD = 220
-NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED = 0, 1, 2, 3, 4, 5
+NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED, NOTAUTH = 0, 1, 2, 3, 4, 5, 9
 BADVERS = 16  # RFC 6891 extended RCODE
 ANSWER, AUTHORITY, ADDITIONAL = 1, 2, 3
+#: who may transfer zones unless told otherwise (``transfer_acl``)
+LOOPBACK_ACL = ("127.0.0.0/8", "::1/128")
+_XFR_QTYPES = (b"\x00\xfb", b"\x00\xfc")  # IXFR, AXFR as they follow a question name
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def networks(cidrs: Iterable[str]) -> tuple[Network, ...]:
+    """Parse an ACL: networks (``10.0.0.0/8``) or single addresses; ValueError if bad."""
+    return tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
+
+
+_LOOPBACK_NETS = networks(LOOPBACK_ACL)  # parsed once, shared by every server
 
 
 def txt_strings(text: str) -> list[bytes]:
@@ -225,8 +249,14 @@ class AuthoritativeServer:
         scores_code: int = SCORES_OPTION_CODE,
         embedding_code: int = EMBEDDING_OPTION_CODE,
         packet_cache_bytes: int = 16 * 1024 * 1024,
+        transfer_acl: Iterable[str] = LOOPBACK_ACL,
     ) -> None:
         self.name = name
+        # who may transfer the zones (AXFR/IXFR): sources in these networks, or any of
+        # these exact addresses (sim.hierarchy puts the hierarchy's servers here)
+        self.transfer_acl = (_LOOPBACK_NETS if transfer_acl is LOOPBACK_ACL
+                             else networks(transfer_acl))
+        self.transfer_peers: frozenset[str] = frozenset()
         self.scores_code = scores_code  # the option asking for (and carrying) scores
         self.embedding_code = embedding_code  # the option carrying the intent's embedding
         self.signer = signer  # DNSSEC (nodes.dnssec): replies to DO queries get signed
@@ -274,6 +304,15 @@ class AuthoritativeServer:
     @property
     def zones(self) -> list[str]:
         return sorted(self._zones)
+
+    def zone_data(self, zone: str) -> ZoneData:
+        """The data of a zone this server holds (KeyError if it holds no such zone)."""
+        return self._zones[normalise(zone)].data
+
+    def zone_records(self, zone: str) -> list[Rec]:
+        """Every record of a zone this server holds, as a transfer sends them (SOA first,
+        not repeated at the end); see :func:`zone_records`."""
+        return _contents(self._zones[normalise(zone)])
 
     def _find_zone(self, name: str) -> _ZoneState | None:
         """Closest enclosing zone this server is authoritative for."""
@@ -332,6 +371,99 @@ class AuthoritativeServer:
             self._remember(key, out, kind)
         return out
 
+    # ------------------------------------------------------------------ zone transfers
+
+    def transfer(self, wire: bytes, src: Address, now: float) -> list[bytes] | None:
+        """Answer a zone transfer request received over TCP: the messages to send, in order
+        (one for a refusal); None when ``wire`` is not an AXFR/IXFR query (answer it with
+        :meth:`handle`). Never raises on peer input.
+
+        The check for a transfer reads the type after the first zero byte past the header,
+        which is exact for the plain names ToolDNS zones have; a query it misses goes to
+        :meth:`handle`, which answers AXFR/IXFR with NOTIMP.
+        """
+        wire = bytes(wire)
+        end = wire.find(0, 12)
+        if end < 0 or wire[end + 1 : end + 3] not in _XFR_QTYPES or len(wire) < 17:
+            return None
+        view = parse_query(wire)
+        if view is None:
+            try:
+                view = view_from_dnslib(wire)
+            except FormatError:
+                return None
+        if (view.flags & 0xF800 or view.qdcount != 1  # a response, not QUERY, or odd
+                or view.qtype not in (AXFR, IXFR)):
+            return None
+        counts = self.stats.counts
+        counts["rx_tcp"] += 1
+        try:
+            kind, messages = self._transfer(view, wire, src)
+        except Exception:  # our bug, not the peer's
+            kind, messages = "internal_error", [self._fit(view, _Reply(SERVFAIL), "tcp")]
+        counts[kind] += 1
+        counts["xfr_messages"] += len(messages)
+        counts["tx_bytes"] += sum(map(len, messages))
+        return messages
+
+    def transfer_allowed(self, address: str) -> bool:
+        """Whether ``address`` may transfer zones (``transfer_peers``, ``transfer_acl``)."""
+        if address in self.transfer_peers:
+            return True
+        try:
+            ip = ipaddress.ip_address(address.split("%")[0])  # no IPv6 scope
+        except ValueError:
+            return False
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        return any(ip in net for net in self.transfer_acl)
+
+    def _transfer(self, q: QueryView, wire: bytes, src: Address) -> tuple[str, list[bytes]]:
+        if not self.transfer_allowed(src[0]):
+            return "xfr_refused_acl", [self._fit(q, _Reply(REFUSED), "tcp")]
+        state = self._zones.get(q.qname) if q.qclass == 1 else None
+        if state is None:  # not a zone apex this server holds (RFC 5936 §2.2.1)
+            return "xfr_notauth", [self._fit(q, _Reply(NOTAUTH), "tcp")]
+        records = _contents(state)
+        soa = records[0]
+        if q.qtype == IXFR:
+            serial = _ixfr_serial(wire)
+            if serial is None:
+                return "formerr", [self._fit(q, _Reply(FORMERR), "tcp")]
+            # RFC 1995 §2: a client at (or past) the current serial gets the SOA alone
+            if (state.data.serial - serial) % 2**32 >= 2**31 or serial == state.data.serial:
+                return "ixfr_current", [self._fit(q, _Reply(NOERROR, True, [soa]), "tcp")]
+            return "ixfr_full", self._xfr_messages(q, [*records, soa])
+        return "axfr", self._xfr_messages(q, [*records, soa])
+
+    def _xfr_messages(self, q: QueryView, records: list[Rec]) -> list[bytes]:
+        """Records split over messages of at most 65535 bytes (never a record split), each
+        with the query's ID and question, AA set and OPT when the query had one."""
+        opt = self._opt if q.opt_udp is not None else b""
+        room = MAX_MESSAGE_SIZE - len(opt)
+        flags = 0x8000 | (q.flags & 0x7900) | 0x0400
+        head = _HEADER.pack(q.id, flags, 1, 0, 0, 0) + q.question
+        base = question_names(q.qname) if q.simple_name else {}
+        messages: list[bytes] = []
+        buf, names, n = bytearray(head), base.copy(), 0
+        for rec in records:
+            mark = len(buf)
+            put_record(buf, names, rec)
+            if len(buf) <= room:
+                n += 1
+                continue
+            del buf[mark:]
+            if not n:
+                raise ValueError(f"{rec.owner} {rec.rtype}: a record too large for a message")
+            messages.append(_finish_xfr(buf, n, opt))
+            buf, names, n = bytearray(head), base.copy(), 0
+            put_record(buf, names, rec)
+            if len(buf) > room:
+                raise ValueError(f"{rec.owner} {rec.rtype}: a record too large for a message")
+            n = 1
+        messages.append(_finish_xfr(buf, n, opt))
+        return messages
+
     def _remember(self, key: bytes, out: bytes, kind: str) -> None:
         """Keep a reply in the packet cache, within its entry and byte bounds (FIFO)."""
         cost = len(key) + len(out) + _CACHE_ENTRY_OVERHEAD
@@ -380,6 +512,8 @@ class AuthoritativeServer:
             return "formerr", _Reply(FORMERR)
         if q.opt_udp is not None and q.opt_ttl & 0xFF0000:  # EDNS version > 0
             return "badvers", _Reply(BADVERS & 0xF, ext_rcode=BADVERS >> 4)
+        if q.qtype == AXFR or q.qtype == IXFR:  # TCP only, through transfer()
+            return "xfr_notimp", _Reply(NOTIMP)
         data = None
         code = self.option_code
         for c, d in q.options:
@@ -614,6 +748,67 @@ class AuthoritativeServer:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _finish_xfr(buf: bytearray, n: int, opt: bytes) -> bytes:
+    """Close one transfer message: ANCOUNT ``n``, then OPT (ARCOUNT 1) if there is one."""
+    buf += opt
+    _COUNTS3.pack_into(buf, 6, n, 0, 1 if opt else 0)
+    return bytes(buf)
+
+
+def _ixfr_serial(wire: bytes) -> int | None:
+    """The client's serial from an IXFR query's authority SOA (RFC 1995 §3), or None."""
+    try:
+        msg = DNSRecord.parse(wire)
+    except Exception:  # dnslib raises several types on garbage
+        return None
+    for rr in msg.auth:
+        if rr.rtype == SOA:
+            return int(rr.rdata.times[0])
+    return None
+
+
+def zone_records(zone: ZoneData) -> list[Rec]:
+    """Every record ``zone`` holds, exactly as a server loaded with it serves them to
+    standard questions: SOA first, the apex's NS and other records, then the other owners
+    in canonical order (RFC 4034 §6.1): tools' SRV/A/TXT, in-zone server addresses,
+    delegations' NS with their glue. What ``transfer`` sends between its two SOAs and what
+    ``nodes.zonefile`` writes. Intent answers (top-K per query) and the children's summary
+    TXT records (only in K = 0 referrals) are not static records and are not included."""
+    return _contents(_build_state(zone))
+
+
+def _canonical(owner: str) -> tuple[str, ...]:
+    return tuple(reversed(owner.rstrip(".").split("."))) if owner != "." else ()
+
+
+def _contents(state: _ZoneState) -> list[Rec]:
+    """:func:`zone_records` of a loaded zone; tool records not yet encoded are encoded for
+    this but not kept (the zone's lazily encoded records stay lazy)."""
+    name = state.name
+    nodes: dict[str, dict[int, list[Rec]]] = {}
+    for owner, node in state.records.items():
+        nodes[owner] = {rtype: list(recs) for rtype, recs in node.items()}
+    for owner, tools in state.lazy.items():
+        _add_tool_records(nodes.setdefault(owner, {}), owner, tools, name, state.data.ttls)
+    # what a query would never reach: names outside the zone, or below a delegation
+    for owner in [o for o in nodes if not is_subdomain(o, name)
+                  or (state.cuts and _delegation_for(state, o) is not None)]:
+        del nodes[owner]
+    for child in state.children:
+        for rec in (*child.ns, *child.glue):
+            nodes.setdefault(rec.owner, {}).setdefault(rec.rtype, []).append(rec)
+    out: list[Rec] = []
+    seen: set[Rec] = set()
+    for owner in sorted(nodes, key=_canonical):
+        node = nodes[owner]
+        for rtype in sorted(node, key=lambda t: (t != SOA, t != NS, t)):
+            for rec in node[rtype]:
+                if rec not in seen:
+                    seen.add(rec)
+                    out.append(rec)
+    return out
 
 
 def _choose(index: ScoreIndex, rank: Ranker, text: str, k: int,

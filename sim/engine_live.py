@@ -64,7 +64,7 @@ def run_live(plan: RunPlan) -> EngineOutput:
 async def _run(plan: RunPlan) -> EngineOutput:
     loop = asyncio.get_running_loop()
     raise_fd_limit()
-    out = EngineOutput()
+    out = EngineOutput(on_stub=plan.on_stub)
     rng = np.random.default_rng([plan.seed, 1])
     faults = plan.faults
 
@@ -91,7 +91,7 @@ async def _run(plan: RunPlan) -> EngineOutput:
 
     def on_stub(done: list[StubResult]) -> None:
         for stub in done:
-            out.stubs.append((stub.tag, stub))  # type: ignore[arg-type]
+            out.add_stub(stub.tag, stub)  # type: ignore[arg-type]
             fut = finished.get(stub.tag.index)  # type: ignore[attr-defined]
             if fut is not None and not fut.done():
                 fut.set_result(None)
@@ -231,7 +231,7 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
 
     loop = asyncio.get_running_loop()
     raise_fd_limit()
-    out = EngineOutput()
+    out = EngineOutput(on_stub=plan.on_stub)
     rng = np.random.default_rng([plan.seed, 1])
     reg = plan.registry
     rip, tls = reg.address, plan.tls  # type: ignore[attr-defined]
@@ -358,7 +358,7 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
                 if writer is not None:
                     writer.close()
         for result in agent.pop_done():  # type: ignore[attr-defined]
-            out.stubs.append((result.tag, result))
+            out.add_stub(result.tag, result)
             fut = finished.get(result.tag.index)
             if fut is not None and not fut.done():
                 fut.set_result(None)

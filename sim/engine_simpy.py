@@ -51,7 +51,7 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
     env = simpy.Environment()
     rng = np.random.default_rng(  # network draws, the same for every scheme (a shard: its own)
         [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard])
-    out = EngineOutput()
+    out = EngineOutput(on_stub=plan.on_stub)
     servers = plan.hierarchy.servers
     busy: dict[str, float] = {}
     armed: dict[str, float] = {}
@@ -166,7 +166,7 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
         else:
             for stub in plan.agents[ip].pop_done():
                 job = stub.tag
-                out.stubs.append((job, stub))  # type: ignore[arg-type]
+                out.add_stub(job, stub)  # type: ignore[arg-type]
                 ev = done_events.pop(job.index, None)  # type: ignore[attr-defined]
                 if ev is not None:
                     ev.succeed()
@@ -233,7 +233,7 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
     env = simpy.Environment()
     rng = np.random.default_rng(
         [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard])
-    out = EngineOutput()
+    out = EngineOutput(on_stub=plan.on_stub)
     reg = plan.registry
     server, rip = reg.server, reg.address  # type: ignore[attr-defined]
     tls = plan.tls
@@ -318,7 +318,7 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
                 later(one_way(ip, host, IPV4 + TCP_TS, 0.2), to_server, ip, act.conn, b"",
                       host)
         for result in agent.pop_done():  # type: ignore[attr-defined]
-            out.stubs.append((result.tag, result))
+            out.add_stub(result.tag, result)
             ev = done_events.pop(result.tag.index, None)
             if ev is not None:
                 ev.succeed()

@@ -48,6 +48,8 @@ class RunPlan:
     faults: object | None = None  # sim.faults.FaultPlan (scenario faults:), consulted per packet
     registry_replicas: int = 1  # registry hosts behind one name (sim.faults: failover order)
     shard: int | None = None  # sim.shards: this plan is shard N of a run (own link-delay stream)
+    # called with the number of discoveries finished so far (progress bars; simpy and live)
+    on_stub: Callable[[int], None] | None = None
 
     def make_rng(self, salt: str) -> random.Random:
         return random.Random(f"{self.seed}-{self.scheme}-{salt}")
@@ -65,6 +67,12 @@ class EngineOutput:
     clock_offset: float = 0.0  # live: wall-clock time minus node time (capture alignment)
     warm_time: float = 0.0
     end_time: float = 0.0
+    on_stub: Callable[[int], None] | None = None  # told how many stubs are done, as they end
+
+    def add_stub(self, job: Job, stub: StubResult) -> None:
+        self.stubs.append((job, stub))
+        if self.on_stub is not None:
+            self.on_stub(len(self.stubs))
 
     def count(self, address: str, key: str, value: float = 1) -> None:
         node = self.load.setdefault(address, {})

@@ -46,12 +46,9 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nodes.scoring import (
     MINILM,
@@ -73,6 +70,16 @@ from nodes.scoring import (
     tokenize,
 )
 from sim.atomic import atomic_write
+from sim.evalspec import (  # noqa: F401 (re-exported: the eval file models live there)
+    DEFAULT_METHODS,
+    DatasetSpec,
+    EvalScenario,
+    LLMSpec,
+    TaxonomySpec,
+    load_eval,
+)
+from sim.provenance import KEY as PROVENANCE
+from sim.provenance import provenance, utc_now
 from topologies.datasets import (
     Row,
     canonical_id,
@@ -94,13 +101,6 @@ from topologies.taxonomy import (
 )
 
 POLICIES = ("get_one", "get_important", "get_all")
-DEFAULT_METHODS = (
-    "flat:bm25", "flat:tfidf", "flat:dense", "context",
-    "tooldns:bm25", "tooldns:bm25:3", "tooldns:tfidf", "tooldns:dense", "tooldns:dense:3",
-    "a2x:bm25:get_one", "a2x:bm25:get_important", "a2x:bm25:get_all",
-    "a2x:dense:get_one", "a2x:dense:get_important", "a2x:dense:get_all",
-    "grail",
-)
 
 
 # ------------------------------------------------------------------------ transports
@@ -599,8 +599,10 @@ class Evaluator:
         raise ValueError(f"unknown method {method!r} (flat:S, context, "
                          f"tooldns:S[:B[:score|global]], a2x:S:POLICY, grail)")
 
-    def run(self, queries: Sequence[Query], progress: Callable[[str], None] | None = None
-            ) -> pd.DataFrame:
+    def run(self, queries: Sequence[Query], progress: Callable[[str], None] | None = None,
+            tick: Callable[[str, int, int], None] | None = None) -> pd.DataFrame:
+        """Every method over every query; ``progress(method)`` as each starts and
+        ``tick(method, done, total)`` after each query (progress bars)."""
         k = self.config.k
         rows = []
         pool = {s: sum(1 for t, tool in self.ns.tools.items()
@@ -610,11 +612,13 @@ class Evaluator:
             run = self.runner(method)
             if progress:
                 progress(method)
-            for q in queries:
+            for i, q in enumerate(queries, 1):
                 t0 = time.perf_counter()
                 ranked = run(q, k)
                 elapsed = time.perf_counter() - t0
                 rows.append(self._row(method, q, ranked, elapsed, pool[q.service], k))
+                if tick is not None:
+                    tick(method, i, len(queries))
             if isinstance(self._encoder, CachedEncoder):
                 save_encoder_cache(self._encoder)
         return pd.DataFrame(rows)
@@ -691,8 +695,9 @@ def category_map(rows: Sequence[Row]) -> dict[str, str]:
 
 
 def write_outputs(out: Path, per_query: pd.DataFrame, k: int, meta: dict,
-                  plots: bool = True) -> dict[str, pd.DataFrame]:
-    """per_query.csv, summary.csv, by_category.csv, summary.json, table.md (+ plots)."""
+                  plots: bool = True, origin: dict | None = None) -> dict[str, pd.DataFrame]:
+    """per_query.csv, summary.csv, by_category.csv, summary.json (ending with ``origin``,
+    the provenance block, when given), table.md (+ plots)."""
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise(per_query)
     by_cat = summarise(per_query, ("method", "category"))
@@ -700,96 +705,18 @@ def write_outputs(out: Path, per_query: pd.DataFrame, k: int, meta: dict,
     for name, frame in frames.items():
         atomic_write(out / name, lambda tmp, f=frame: f.to_csv(tmp, index=False))
     doc = {**meta, "k": k, "methods": json.loads(summary.to_json(orient="records"))}
+    if origin is not None:
+        doc[PROVENANCE] = origin
     atomic_write(out / "summary.json",
                  lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=2), encoding="utf-8"))
     table = markdown_table(summary, k)
     atomic_write(out / "table.md", lambda tmp: Path(tmp).write_text(table, encoding="utf-8"))
     if plots:
+        from analysis.plots import eval_title
         from analysis.retrieval_plots import plot_all
 
-        plot_all(per_query, out)
+        plot_all(per_query, out, eval_title(meta))  # titled with the evaluation and seed
     return {"summary": summary, "by_category": by_cat}
-
-
-# ------------------------------------------------------------------------ eval files
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DatasetSpec(_Spec):
-    """Where tools and queries come from."""
-
-    source: Literal["catalog", "synthetic", "tooldns-release"] = "synthetic"
-    catalog: str | None = None  # catalogue JSONL, or the ToolDNS release file
-    queries: str | None = None  # default: queries.jsonl beside the catalogue
-    protocols: tuple[str, ...] | None = None
-    limit: int | None = Field(None, ge=1)
-    tools: int = Field(2000, ge=1)  # synthetic
-    branching: int = Field(6, ge=1)
-    depth: int = Field(2, ge=1, le=8)
-    sample: int | None = Field(None, ge=1, description="evaluate a seeded sample of queries")
-    test_fraction: float | None = Field(None, gt=0, le=1,
-                                        description="stratified test split (paper: 0.4)")
-
-
-class TaxonomySpec(_Spec):
-    """The tree evaluated: the catalogue's own categories or a built one."""
-
-    kind: Literal["categories", "cluster"] = "categories"
-    min_size: int = Field(1, ge=1)
-    branching: int = Field(16, ge=2)
-    depth: int = Field(2, ge=1, le=6)
-    leaf_size: int = Field(40, ge=1)
-    multi_parent: float = Field(0.0, ge=0.0, le=1.0)
-    vectors: Literal["tfidf", "dense"] = "tfidf"
-    summary_terms: int = Field(24, ge=1)
-    summary_examples: int = Field(0, ge=0)
-    representatives: int = Field(0, ge=0, description="route by N representative tools "
-                                 "per zone (MaxSim) instead of the summary; 0 = summary")
-    representative_vectors: Literal["tfidf", "dense"] = "dense"
-    centroids: bool = Field(False, description="route by each child's mean tool embedding "
-                            "for the query's service (dense scorer only)")
-
-
-class LLMSpec(_Spec):
-    url: str | None = None
-    model: str = "default"
-
-
-class EvalScenario(_Spec):
-    """An evaluation file (``scenarios/eval/*.yaml``); see ``tooldns eval --help``."""
-
-    name: str = Field("eval", min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
-    description: str = ""
-    seed: int = 0
-    dataset: DatasetSpec = DatasetSpec()
-    taxonomy: TaxonomySpec = TaxonomySpec()
-    methods: tuple[str, ...] = DEFAULT_METHODS
-    k: int = Field(10, ge=1)
-    llm: LLMSpec = LLMSpec()
-    cache_dir: str | None = None
-    out: str | None = None
-    plots: bool = True
-
-
-def load_eval(path: str | Path) -> EvalScenario:
-    """Read and validate an evaluation file; relative paths are taken from its folder."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        spec = EvalScenario.model_validate(data)
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
-    except ValidationError as exc:
-        lines = [f"{path}: {'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
-                 for e in exc.errors()]
-        raise ValueError("\n".join(lines)) from None
-    ds = spec.dataset
-    fix = {k: str((path.parent / v).resolve()) for k, v in
-           (("catalog", ds.catalog), ("queries", ds.queries)) if v and not Path(v).is_absolute()}
-    return spec.model_copy(update={"dataset": ds.model_copy(update=fix)}) if fix else spec
 
 
 def load_dataset(spec: EvalScenario) -> tuple[list[Row], list[Row]]:
@@ -846,8 +773,11 @@ def taxonomy_namespace(tx: TaxonomySpec, rows: Sequence[Row], queries: Sequence[
 
 
 def run_eval(spec: EvalScenario, out: Path | None = None,
-             progress: Callable[[str], None] | None = None) -> dict:
-    """Load, build the tree, run every method, write the outputs; returns the summary."""
+             progress: Callable[[str], None] | None = None,
+             tick: Callable[[str, int, int], None] | None = None) -> dict:
+    """Load, build the tree, run every method, write the outputs; returns the summary.
+    ``summary.json`` ends with a ``provenance`` block (sim.provenance)."""
+    started = utc_now()
     rows, queries = load_dataset(spec)
     if not rows:
         raise ValueError("the dataset has no tools")
@@ -861,12 +791,12 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
     ev = Evaluator(ns, category_map(rows), config, ev_encoder)
     for method in spec.methods:  # reject bad method names before anything runs
         _check_method(method)
-    df = ev.run(qs, progress)
+    df = ev.run(qs, progress, tick)
     out = out or Path(spec.out or f"results/{spec.name}")
     meta = {"name": spec.name, "tools": len(rows), "queries_evaluated": len(qs),
             "queries_available": len(ns.queries), "namespace": ns.origin, "balance": balance,
             "spec": spec.model_dump(mode="json")}
-    frames = write_outputs(out, df, spec.k, meta, spec.plots)
+    frames = write_outputs(out, df, spec.k, meta, spec.plots, provenance(started))
     return {"out": out, "balance": balance, **frames}
 
 

@@ -100,7 +100,8 @@ def build_hierarchy(
     share one scorer object, except with ``scorer="dense"``: the tools' texts are embedded
     once, here (``encoder``, a disk cache if given), and every server embeds each intent it
     sees itself, with its own cache, as separate machines would; so does every node
-    :meth:`Hierarchy.scorer` equips."""
+    :meth:`Hierarchy.scorer` equips. Each server allows zone transfers (AXFR) to loopback
+    and to the hierarchy's own server addresses."""
     servers_by_zone = assign_servers(ns, replicas=replicas, first=first_address)
     given = None if isinstance(scorer, str) else scorer
     name = scorer if isinstance(scorer, str) else scorer.name
@@ -125,6 +126,9 @@ def build_hierarchy(
             zone_of[ref.address] = zone.name
             manifest.append({"role": role, "zone": zone.name, "host": ref.host,
                              "address": ref.address, "org": zone.org})
+    peers = frozenset(servers)  # zone transfers: loopback (the default ACL) and these
+    for server in servers.values():
+        server.transfer_peers = peers
     root_hints = [ref.address for ref in servers_by_zone[ROOT]]
     return Hierarchy(ns, servers, zone_of, root_hints, name, manifest, option_code, given,
                      encoder if per_server else None)

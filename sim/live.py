@@ -3,7 +3,8 @@
 * :class:`ServerEndpoint` — one authoritative server on ``(address, port)``: UDP datagrams
   and TCP with the two-byte length prefix of RFC 1035 §4.2.2, connections bounded by
   :class:`TcpLimits` (per listener and per process; idle, slow-message, lifetime and write
-  deadlines, RFC 7766 §6.2).
+  deadlines, RFC 7766 §6.2); over TCP a zone transfer (AXFR) is answered with every message
+  ``AuthoritativeServer.transfer`` returns, anything else by ``handle``.
 * :class:`NodeEndpoint` — a recursive resolver or an agent: upstream queries from
   :class:`UpstreamSockets` (a random source port per query, answers accepted only on the
   query's socket from the queried server with its ID: RFC 5452) and short TCP connections
@@ -24,12 +25,12 @@ import random
 import resource
 import socket
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nodes.agent import StubAgent
-from nodes.authoritative import AuthoritativeServer
+from nodes.authoritative import AuthoritativeServer, networks
 from nodes.cache import DEFAULT_MAX_BYTES
 from nodes.resolver import (
     Discovery,
@@ -154,7 +155,7 @@ def _drop(conn: _Conn) -> None:
 async def _serve_tcp_stream(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
-    handle: Callable[[bytes, Address], bytes | None],
+    handle: Callable[[bytes, Address], bytes | list[bytes] | None],
     delay: Callable[[Address, int], float | None] | None = None,
     limits: TcpLimits | None = None,
     listener: set | None = None,
@@ -162,7 +163,9 @@ async def _serve_tcp_stream(
 ) -> None:
     """Length-prefixed DNS over one TCP connection until EOF, error, or a deadline: idle
     between messages, a message arriving too slowly, the connection's lifetime, or a peer
-    that does not read its replies. Each ending other than EOF is counted."""
+    that does not read its replies. Each ending other than EOF is counted. ``handle``
+    returns the reply, None, or a list of messages (a zone transfer), written in order,
+    each within the write deadline."""
     limits = limits or TcpLimits()
     loop = asyncio.get_running_loop()
     opened = loop.time()
@@ -193,19 +196,24 @@ async def _serve_tcp_stream(
                 why = "tcp_slow_message_closed"
                 break
             reply = handle(data, peer)
-            if reply is not None:
-                d = delay(peer, _ip_size("tcp", len(reply))) if delay is not None else 0.0
+            lost = False
+            for out in (() if reply is None else (reply,) if reply.__class__ is bytes
+                        else reply):
+                d = delay(peer, _ip_size("tcp", len(out))) if delay is not None else 0.0
                 if d is None:  # emulated loss of a TCP segment: modelled as a dead connection
+                    lost = True
                     break
                 if d:
                     await sleep_precisely(d)
-                writer.write(len(reply).to_bytes(2, "big") + reply)
+                writer.write(len(out).to_bytes(2, "big") + out)
                 try:
                     async with asyncio.timeout(limits.write):
                         await writer.drain()
                 except TimeoutError:
                     why = "tcp_write_timeout_closed"
                     break
+            if lost or why:
+                break
             conn.busy, conn.last = False, loop.time()
     except (asyncio.IncompleteReadError, ConnectionError, OSError):
         pass
@@ -220,6 +228,16 @@ async def _serve_tcp_stream(
             writer.close()
         with contextlib.suppress(Exception):
             await writer.wait_closed()
+
+
+@contextlib.contextmanager
+def _naming(address: Address, proto: str) -> Iterator[None]:
+    """A bind failure says which address and port (asyncio's UDP errors do not)."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot listen on {address[0]}:{address[1]}/{proto}: "
+                      f"{exc.strerror or exc}") from exc
 
 
 class _Datagrams(asyncio.DatagramProtocol):
@@ -277,8 +295,9 @@ class ServerEndpoint:
             if reply is not None:
                 _sendto(self.udp, reply, src, ip, self.shaper)
 
-        self.udp, _ = await loop.create_datagram_endpoint(
-            lambda: _Datagrams(on_datagram), local_addr=self.address)
+        with _naming(self.address, "udp"):
+            self.udp, _ = await loop.create_datagram_endpoint(
+                lambda: _Datagrams(on_datagram), local_addr=self.address)
 
         def delay(peer: Address, size: int) -> float | None:
             return self.shaper(ip, peer[0], size) if self.shaper else 0.0
@@ -286,12 +305,14 @@ class ServerEndpoint:
         def count(key: str) -> None:
             self.server.stats.counts[key] += 1
 
+        def on_message(data: bytes, peer: Address) -> bytes | list[bytes] | None:
+            now = loop.time() - self.origin
+            server = self.server
+            return server.transfer(data, peer, now) or server.handle(data, peer, now, "tcp")
+
         async def on_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await _serve_tcp_stream(
-                reader, writer,
-                lambda data, peer: self.server.handle(data, peer, loop.time() - self.origin,
-                                                      "tcp"),
-                delay, self.tcp_limits, self._conns, count)
+            await _serve_tcp_stream(reader, writer, on_message, delay, self.tcp_limits,
+                                    self._conns, count)
 
         self.tcp = await asyncio.start_server(on_stream, *self.address, reuse_address=True)
 
@@ -476,8 +497,9 @@ class NodeEndpoint:
                                          node.is_pending, self.count, self.upstream_sockets,
                                          avoid)
         if self.address is not None:
-            self._listen, _ = await loop.create_datagram_endpoint(
-                lambda: _Datagrams(self._on_client_datagram), local_addr=self.address)
+            with _naming(self.address, "udp"):
+                self._listen, _ = await loop.create_datagram_endpoint(
+                    lambda: _Datagrams(self._on_client_datagram), local_addr=self.address)
             self._tcp_server = await asyncio.start_server(
                 self._on_client_stream, *self.address, reuse_address=True)
 
@@ -650,11 +672,18 @@ class LiveHierarchy:
     cache_max_bytes: int = DEFAULT_MAX_BYTES  # the resolver's cache bound (estimated bytes)
     max_clients: int = 10_000  # stub queries the resolver works on at once
     tcp_limits: TcpLimits = field(default_factory=TcpLimits)
+    # who may transfer zones (AXFR): networks or addresses, replacing the default
+    # (loopback and the hierarchy's own servers; see sim.hierarchy.build_hierarchy)
+    allow_transfer: Sequence[str] | None = None
     endpoints: list[ServerEndpoint] = field(default_factory=list)
     resolver: NodeEndpoint | None = None
 
     async def start(self) -> None:
         raise_fd_limit()
+        if self.allow_transfer is not None:
+            acl = networks(self.allow_transfer)  # a bad network fails here, before binding
+            for server in self.hierarchy.servers.values():
+                server.transfer_acl, server.transfer_peers = acl, frozenset()
         for address, server in self.hierarchy.servers.items():
             endpoint = ServerEndpoint(server, (address, self.port), tcp_limits=self.tcp_limits)
             await endpoint.start()

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,8 @@ from sim.engines import Engine, EngineOutput, RunPlan
 from sim.evaluate import disk_cached_encoder, save_encoder_cache, taxonomy_namespace
 from sim.faults import attach_faults, fault_report, registry_address
 from sim.hierarchy import Hierarchy, build_hierarchy
+from sim.provenance import KEY as PROVENANCE
+from sim.provenance import provenance, utc_now
 from sim.registries import (
     REGISTRY_HOST,
     REGISTRY_PORT,
@@ -233,7 +236,8 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
     for i, ip in enumerate(network.agents):
         resolver = (network.resolvers[network.agent_resolver[i]], dns_port)
         plan.agents[ip] = StubAgent(resolver, plan.make_rng(f"agent{i}"), name=ip,
-                                    option_code=hierarchy.option_code)
+                                    option_code=hierarchy.option_code,
+                                    timeout=sc.agents.timeout, attempts=sc.agents.attempts)
     start = start_zone(sc.model_copy(update={"trust": trust}), ns)
     if scheme.kind != "tooldns":
         _registry_agents(sc, scheme, ns, plan, network)
@@ -456,9 +460,12 @@ class RunInterrupted(KeyboardInterrupt):
 def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | None = None,
                  progress: Callable[[str], None] | None = None, write: bool = True,
                  live_port: int = 15353, capture: bool = False,
-                 check: bool = True) -> RunResult:
+                 check: bool = True,
+                 tick: Callable[[str, int, int], None] | None = None) -> RunResult:
     """Run every scheme of ``sc``; with ``capture`` (live engine), also record
     ``capture.pcap`` in the output directory and compare it with the accounting.
+    ``tick(scheme, done, total)`` is told of every finished discovery (simpy and live
+    engines, not sharded: progress bars). The summary ends with a ``provenance`` block.
 
     With ``write``, the output folder is checked first (``check``: writable, free space;
     :class:`sim.atomic.OutputError` otherwise) and the files appear together at the end. If
@@ -467,6 +474,7 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     instead of ``summary.json``.
     """
     engine = engine or sc.engine
+    started = utc_now()
     out = output_dir(sc, out_dir)
     if write and check:
         warning = check_output(sc, out_dir, capture)
@@ -521,6 +529,9 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
                 setattr(plan, f"{kind}_time", value)
             plan.engine_options = {"ray": sc.engine_options.ray,
                                    "mininet": sc.engine_options.mininet}
+            if tick is not None and engine in ("simpy", "live") and (
+                    sc.engine_options.shards.workers == 1):
+                plan.on_stub = partial(tick, scheme.name, total=len(jobs))
             t = time.perf_counter()
             window = time.time()
             try:
@@ -583,6 +594,7 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
             summary["trust"] = trust_report(df, ns, {s.name: (s.trust or sc.trust).policy
                                                      if s.kind == "tooldns" else "registry"
                                                      for s in sc.schemes})
+        summary[PROVENANCE] = provenance(started)  # last: all above is deterministic
         # wall-clock figures vary run to run; they go to the console, not the result files
         summary_for_console = {**summary, "wall_s": wall}
         if write:

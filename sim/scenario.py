@@ -11,17 +11,19 @@ output directory is relative to where the command runs, like ``--out``.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from nodes.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
-from sim.evaluate import TaxonomySpec
+from sim.evalspec import TaxonomySpec
 
 Service = Literal["mcp", "a2a", "rest", "skill"]
-Seconds = Annotated[float, Field(ge=0)]
+Seconds = Annotated[float, Field(ge=0, description="seconds")]
 
 
 class ScenarioError(ValueError):
@@ -33,10 +35,15 @@ class _Model(BaseModel):
 
 
 class DelaySpec(_Model):
-    dist: Literal["constant", "normal", "lognormal", "empirical"] = "constant"
-    mean: Seconds = 0.010
-    std: Seconds = 0.0
-    samples: tuple[Seconds, ...] = ()
+    """One-way delay of every link, drawn per packet. All values are **seconds**
+    (``mean: 0.010`` is 10 ms)."""
+
+    dist: Literal["constant", "normal", "lognormal", "empirical"] = Field(
+        "constant", description="distribution of the per-packet one-way delay")
+    mean: Seconds = Field(0.010, description="seconds (0.010 = 10 ms)")
+    std: Seconds = Field(0.0, description="seconds (normal, lognormal)")
+    samples: tuple[Seconds, ...] = Field((), description="seconds; drawn uniformly "
+                                         "(empirical)")
 
     @model_validator(mode="after")
     def _check(self) -> DelaySpec:
@@ -46,8 +53,11 @@ class DelaySpec(_Model):
 
 
 class LinkSpecModel(_Model):
+    """Every link of the topology."""
+
     delay: DelaySpec = DelaySpec()
-    loss: float = Field(0.0, ge=0.0, lt=1.0)
+    loss: float = Field(0.0, ge=0.0, lt=1.0, description="probability a packet is lost "
+                        "on a link (0.01 = 1 %)")
     bandwidth: float | None = Field(None, gt=0, description="bits per second; null = unlimited")
 
 
@@ -57,15 +67,17 @@ class ProcessingSpec(_Model):
     ``handle``/``receive`` per node kind; servers' semantic queries and resolvers' queries
     from agents apart), then used as fixed values."""
 
-    model: Literal["fixed", "calibrated"] = "fixed"
-    server: Seconds = 50e-6
-    # a query carrying the intent option (ranking; with a dense scorer, embedding the
-    # intent); default: the same as ``server``
-    server_semantic: Seconds | None = None
-    # a resolver receiving an agent's query (it may embed the intent); default: ``resolver``
-    resolver_stub: Seconds | None = None
-    resolver: Seconds = 20e-6
-    agent: Seconds = 0.0
+    model: Literal["fixed", "calibrated"] = Field(
+        "fixed", description="fixed: the values below; calibrated: measured here")
+    server: Seconds = Field(50e-6, description="seconds per message at a server")
+    server_semantic: Seconds | None = Field(
+        None, description="seconds per query carrying the intent option (ranking; with a "
+        "dense scorer, embedding the intent); null = as server")
+    resolver_stub: Seconds | None = Field(
+        None, description="seconds per agent query at a resolver (it may embed the "
+        "intent); null = as resolver")
+    resolver: Seconds = Field(20e-6, description="seconds per message at a resolver")
+    agent: Seconds = Field(0.0, description="seconds per message at an agent")
 
 
 class RogueSpec(_Model):
@@ -73,33 +85,43 @@ class RogueSpec(_Model):
     (``public``: open registration) or inside a certified organisation's zone
     (``compromised``: that organisation's zone is taken over)."""
 
-    tools: int = Field(20, ge=1)
+    tools: int = Field(20, ge=1, description="look-alike tools published")
     mode: Literal["public", "compromised"] = "public"
-    org: str = Field("rogue", pattern=r"^[a-z0-9-]{1,63}$")
-    victim_org: str | None = None  # compromised: whose zone (default: the first org zone)
+    org: str = Field("rogue", pattern=r"^[a-z0-9-]{1,63}$", description="the rogue "
+                     "publisher's organisation label")
+    victim_org: str | None = Field(None, description="compromised: whose zone (null: the "
+                                   "first organisation zone)")
 
 
 class NamespaceSpec(_Model):
+    """The ``.tools`` tree: synthetic (branching ** depth zones) or a real catalogue."""
+
     source: Literal["synthetic", "catalog"] = "synthetic"
-    tools: int = Field(2000, ge=1)
-    branching: int = Field(6, ge=1)
-    depth: int = Field(2, ge=1, le=8)
-    orgs: int = Field(3, ge=0)
-    org_tools: int = Field(5, ge=1)
-    catalog: str | None = None
-    queries: str | None = None
-    limit: int | None = Field(None, ge=1)
-    protocols: tuple[Service, ...] | None = None
-    replicas: int = Field(1, ge=1, le=8)
-    scorer: Literal["bm25", "tfidf", "oracle", "dense"] = "bm25"
-    # catalog source: build this tree (e.g. clustered, with centroids) instead of the
-    # catalogue's own categories; the same spec as an eval file's taxonomy (sim.evaluate)
-    taxonomy: TaxonomySpec | None = None
+    tools: int = Field(2000, ge=1, description="synthetic: number of tools")
+    branching: int = Field(6, ge=1, description="synthetic: child zones per zone")
+    depth: int = Field(2, ge=1, le=8, description="synthetic: zone levels below tools.")
+    orgs: int = Field(3, ge=0, description="certified organisation zones (hku.weather.tools)")
+    org_tools: int = Field(5, ge=1, description="tools each organisation publishes")
+    catalog: str | None = Field(None, description="catalog: catalogue JSONL (relative to "
+                                "the scenario file)")
+    queries: str | None = Field(None, description="catalog: queries JSONL (default: "
+                                "queries.jsonl beside the catalogue)")
+    limit: int | None = Field(None, ge=1, description="catalog: load at most this many tools")
+    protocols: tuple[Service, ...] | None = Field(None, description="catalog: keep only "
+                                                  "these services (null: all)")
+    replicas: int = Field(1, ge=1, le=8, description="NS replicas (servers) per zone")
+    scorer: Literal["bm25", "tfidf", "oracle", "dense"] = Field(
+        "bm25", description="how servers rank children and tools against the intent")
+    taxonomy: TaxonomySpec | None = Field(
+        None, description="catalog: build this tree (e.g. clustered, with centroids) instead "
+        "of the catalogue's own categories; as an eval file's taxonomy")
     cache_dir: str | None = Field(None, description="dense: keep sentence embeddings on "
                                   "disk here (relative to where tooldns runs)")
-    max_udp_size: int = Field(1232, ge=512, le=65535)
-    rogue: RogueSpec | None = None  # a rogue publisher's look-alike tools
-    dnssec: bool = False  # sign every zone (replies to DO queries carry RRSIG/DS/DNSKEY)
+    max_udp_size: int = Field(1232, ge=512, le=65535, description="bytes: the servers' "
+                              "EDNS UDP payload limit (larger replies are truncated, TC)")
+    rogue: RogueSpec | None = Field(None, description="a rogue publisher's look-alike tools")
+    dnssec: bool = Field(False, description="sign every zone (replies to DO queries carry "
+                         "RRSIG/DS/DNSKEY)")
 
     @model_validator(mode="after")
     def _check(self) -> NamespaceSpec:
@@ -113,14 +135,18 @@ class NamespaceSpec(_Model):
 
 
 class NetworkSpec(_Model):
+    """Where nodes sit and what links between them do (topologies.network)."""
+
     topology: Literal["star", "tree", "waxman", "geometric", "file"] = "star"
-    nodes: int = Field(16, ge=1)
-    file: str | None = None
-    params: dict[str, float] = {}
+    nodes: int = Field(16, ge=1, description="graph sites (routers) of generated topologies")
+    file: str | None = Field(None, description="topology: file — a GML or GraphML path")
+    params: dict[str, float] = Field({}, description="generator parameters (e.g. waxman "
+                                     "alpha, beta)")
     link: LinkSpecModel = LinkSpecModel()
-    placement: Literal["default", "random", "same-node"] = "default"
-    resolvers: int = Field(1, ge=1)
-    agents: int = Field(4, ge=1)
+    placement: Literal["default", "random", "same-node"] = Field(
+        "default", description="how servers, resolvers and agents are put on sites")
+    resolvers: int = Field(1, ge=1, description="recursive resolvers")
+    agents: int = Field(4, ge=1, description="client agents (the workload is spread over them)")
     processing: ProcessingSpec = ProcessingSpec()
     mtu: int = Field(65536, ge=576, le=65536, description="link MTU for TCP segmenting "
                      "(65536 = loopback; 1500 = Ethernet)")
@@ -140,8 +166,8 @@ class TrustSpec(_Model):
     fall back to the certified zones when none is left)."""
 
     policy: Literal["open", "org", "allowlist", "certified", "public-then-certified"] = "open"
-    org: str | None = None
-    orgs: tuple[str, ...] = ()
+    org: str | None = Field(None, description="org: the organisation trusted")
+    orgs: tuple[str, ...] = Field((), description="allowlist: the organisations trusted")
 
     @model_validator(mode="after")
     def _check(self) -> TrustSpec:
@@ -155,42 +181,57 @@ class TrustSpec(_Model):
 class SchemeSpec(_Model):
     """One discovery scheme to compare; every scheme replays the same workload."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
-    kind: Literal["tooldns", "agentdns", "ans"] = "tooldns"
-    k: int = Field(3, ge=0, le=255)
-    beam: int = Field(1, ge=1)
-    # the beam kept per branch ("split", Algorithm 1) or the best B of each level over all
-    # zones ("global"); both need the servers' scores (scores option), as "merge: score" does
-    search: Literal["split", "global"] = "split"
-    merge: Literal["round-robin", "score"] = "round-robin"
-    # send the intent's embedding with every semantic query (namespace.scorer: dense)
-    send_embedding: bool = False
-    mode: Literal["aware", "strip", "pass-through"] = "aware"
-    cache: bool = True
-    query_mock: bool = True
-    warm: bool = False
-    timeout: float = Field(0.5, gt=0)
-    max_attempts: int = Field(4, ge=1)
-    # HTTP registries (kind agentdns | ans)
-    keepalive: bool = False  # one connection per agent kept open, or a new one per query
-    tls: bool = False  # HTTPS (TLS 1.3) with a CA made for the run
-    resolve: bool = False  # agentdns: also call the resolve endpoint for the first hit
-    resolve_top: int = Field(1, ge=1)  # ans: agents resolved (one signed answer each)
-    verify: bool = True  # ans: verify certificate chain and signatures
-    revocation: bool = False  # ans: OCSP-style check of the registry certificate (cached)
-    replicas: int = Field(1, ge=1, le=8)  # registry replicas behind one name (clients fail over)
-    # resolver knobs (tooldns): server selection, serve-stale (RFC 8767), trust
-    selection: Literal["srtt", "random"] = "srtt"
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$", description="the "
+                      "scheme's label in tables (unique; --set schemes.NAME.k=1)")
+    kind: Literal["tooldns", "agentdns", "ans"] = Field(
+        "tooldns", description="ToolDNS resolver walk, or an HTTP registry baseline")
+    k: int = Field(3, ge=0, le=255, description="top-K children or tools each server "
+                   "returns (0 = all: plain DNS, no pruning)")
+    beam: int = Field(1, ge=1, description="branches explored per level")
+    search: Literal["split", "global"] = Field(
+        "split", description="keep the beam per branch (split, Algorithm 1) or the best B "
+        "of each level over all zones (global; needs the servers' scores)")
+    merge: Literal["round-robin", "score"] = Field(
+        "round-robin", description="order the leaves' tools round-robin or by score")
+    send_embedding: bool = Field(False, description="send the intent's embedding with "
+                                 "every semantic query (namespace.scorer: dense)")
+    mode: Literal["aware", "strip", "pass-through"] = Field(
+        "aware", description="resolver behaviour towards the intent option")
+    cache: bool = Field(True, description="the resolver caches referrals and answers")
+    query_mock: bool = Field(True, description="the resolver answers repeated intents "
+                             "from cache (per intent text)")
+    warm: bool = Field(False, description="walk every service once before the workload "
+                       "(a warmed cache; with k: 0 the paper's 'K=0 warmed')")
+    timeout: float = Field(0.5, gt=0, description="seconds the resolver waits for a server "
+                           "before retrying")
+    max_attempts: int = Field(4, ge=1, description="tries per upstream question")
+    keepalive: bool = Field(False, description="registries: one connection per agent kept "
+                            "open (else a new one per query)")
+    tls: bool = Field(False, description="registries: HTTPS (TLS 1.3) with a CA made for "
+                      "the run")
+    resolve: bool = Field(False, description="agentdns: also call the resolve endpoint for "
+                          "the first hit")
+    resolve_top: int = Field(1, ge=1, description="ans: agents resolved (one signed answer "
+                             "each)")
+    verify: bool = Field(True, description="ans: verify certificate chain and signatures")
+    revocation: bool = Field(False, description="ans: OCSP-style check of the registry "
+                             "certificate (cached)")
+    replicas: int = Field(1, ge=1, le=8, description="registries: replicas behind one name "
+                          "(clients fail over)")
+    selection: Literal["srtt", "random"] = Field(
+        "srtt", description="tooldns: how the resolver picks among a zone's servers")
     srtt_decay: float = Field(1.0, gt=0, le=1, description="factor applied to the SRTT of "
                               "replicas not chosen (BIND-style; 1 = never decay)")
-    serve_stale: bool = False
-    stale_ttl: int = Field(86_400, ge=0, description="how long past expiry stale data may "
+    serve_stale: bool = Field(False, description="serve expired data when servers fail "
+                              "(RFC 8767)")
+    stale_ttl: int = Field(86_400, ge=0, description="seconds past expiry stale data may "
                            "be served")
-    trust: TrustSpec | None = None  # overrides the scenario's trust policy for this scheme
-    dnssec: bool = False  # set DO and validate the chain of trust (needs namespace.dnssec)
-    # bounds on the resolver's memory: cached items (one LRU over all its tables), their
-    # estimated bytes, and stub queries resolved at once (more are dropped and counted)
-    cache_max_entries: int = Field(DEFAULT_MAX_ENTRIES, ge=1)
+    trust: TrustSpec | None = Field(None, description="overrides the scenario's trust "
+                                    "policy for this scheme")
+    dnssec: bool = Field(False, description="set DO and validate the chain of trust "
+                         "(needs namespace.dnssec)")
+    cache_max_entries: int = Field(DEFAULT_MAX_ENTRIES, ge=1, description="items the "
+                                   "resolver's cache holds (one LRU over all its tables)")
     cache_max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=4096, description="bytes (estimated "
                                  "with sys.getsizeof) the resolver's cache may hold")
     max_clients: int = Field(10_000, ge=1, description="stub queries a resolver works on at "
@@ -222,10 +263,14 @@ class SchemeSpec(_Model):
 
 
 class ArrivalSpec(_Model):
-    process: Literal["poisson", "closed", "trace"] = "poisson"
+    """When queries are sent."""
+
+    process: Literal["poisson", "closed", "trace"] = Field(
+        "poisson", description="open Poisson arrivals, closed loop per agent, or a trace")
     rate: float = Field(10.0, gt=0, description="queries per second (poisson)")
-    think: Seconds = 1.0
-    trace: str | None = None
+    think: Seconds = Field(1.0, description="seconds an agent waits between its queries "
+                           "(closed)")
+    trace: str | None = Field(None, description="trace: CSV with columns time,query")
 
     @model_validator(mode="after")
     def _check(self) -> ArrivalSpec:
@@ -236,28 +281,35 @@ class ArrivalSpec(_Model):
 
 
 class WorkloadSpec(_Model):
-    source: Literal["auto", "file", "generated"] = "auto"
+    """The queries agents send: drawn from the catalogue's queries or generated."""
+
+    source: Literal["auto", "file", "generated"] = Field(
+        "auto", description="auto: the catalogue's queries when there are some, else "
+        "generated from tool descriptions")
     queries: int = Field(200, ge=1, description="queries issued per phase")
     pool: int | None = Field(None, ge=1, description="distinct queries drawn from")
     popularity: Literal["uniform", "zipf"] = "uniform"
-    zipf_s: float = Field(1.0, gt=0)
+    zipf_s: float = Field(1.0, gt=0, description="Zipf exponent (popularity: zipf)")
     arrival: ArrivalSpec = ArrivalSpec()
-    phases: int = Field(1, ge=1)
-    gap: Seconds = 60.0
-    services: tuple[Service, ...] | None = None
+    phases: int = Field(1, ge=1, description="the workload repeated this many times (the "
+                        "same queries; caches stay warm between phases)")
+    gap: Seconds = Field(60.0, description="seconds between the end of one phase's "
+                         "schedule and the next")
+    services: tuple[Service, ...] | None = Field(None, description="only queries for these "
+                                                 "services (null: all)")
 
 
 class CacheSpec(_Model):
     """TTLs (seconds) the zones publish, and the servers' caches. The resolvers' caches
     are per scheme (``cache``, ``query_mock``, ``warm``, ``serve_stale``)."""
 
-    ns_ttl: int = Field(86_400, ge=0)
-    srv_ttl: int = Field(300, ge=0)
-    a_ttl: int = Field(300, ge=0)
-    negative_ttl: int = Field(60, ge=0)
-    # each authoritative server's cache of whole replies, keyed on the query's bytes after
-    # its ID (replies are byte-identical either way; off: every query is scored and encoded)
-    packet_cache: bool = True
+    ns_ttl: int = Field(86_400, ge=0, description="seconds: TTL of NS and glue records")
+    srv_ttl: int = Field(300, ge=0, description="seconds: TTL of tools' SRV (and TXT) records")
+    a_ttl: int = Field(300, ge=0, description="seconds: TTL of tools' A records")
+    negative_ttl: int = Field(60, ge=0, description="seconds: SOA minimum (NXDOMAIN, NODATA)")
+    packet_cache: bool = Field(True, description="each server caches whole replies, keyed "
+                               "on the query's bytes after its ID (replies are identical "
+                               "either way; off: every query is scored and encoded)")
     packet_cache_size: int = Field(4096, ge=1, description="replies kept per server")
     packet_cache_bytes: int = Field(16 * 1024 * 1024, ge=4096, description="bytes of queries "
                                     "and replies kept per server")
@@ -279,13 +331,16 @@ class FaultSpec(_Model):
     between ``target`` and ``peer`` (both directions)."""
 
     kind: FaultKind
-    target: str = Field(pattern=_SELECTOR)
-    peer: str = Field("*", pattern=_SELECTOR)
-    at: Seconds = 0.0
-    duration: Seconds | None = None
-    rate: float | None = Field(None, gt=0)
-    delay: Seconds = 0.0
-    loss: float = Field(0.0, ge=0.0, le=1.0)
+    target: str = Field(pattern=_SELECTOR, description="selector: servers, zone:NAME, "
+                        "role:leaf#0, resolver:0, registry, address:IP, ...")
+    peer: str = Field("*", pattern=_SELECTOR, description="delay/partition: the other side")
+    at: Seconds = Field(0.0, description="seconds of workload time the fault starts")
+    duration: Seconds | None = Field(None, description="seconds it lasts (null: to the end); "
+                                     "with rate: mean seconds of each failure")
+    rate: float | None = Field(None, gt=0, description="failures per second of each target "
+                               "(a Poisson process from at on)")
+    delay: Seconds = Field(0.0, description="seconds added (slow, delay)")
+    loss: float = Field(0.0, ge=0.0, le=1.0, description="probability of loss (lossy)")
 
     @model_validator(mode="after")
     def _check(self) -> FaultSpec:
@@ -305,22 +360,39 @@ class FaultsSpec(_Model):
     """The fault schedule, plus what to measure against."""
 
     events: tuple[FaultSpec, ...] = Field(min_length=1)
-    baseline: bool = True  # also run every scheme fault-free and report the difference
+    baseline: bool = Field(True, description="also run every scheme fault-free and report "
+                           "the difference")
     bin: float = Field(1.0, gt=0, description="seconds per bin of success over time")
-    horizon: Seconds | None = None  # random processes are drawn up to here (default: the
-    # last scheduled query plus 60 s)
+    horizon: Seconds | None = Field(None, description="seconds: random processes are drawn "
+                                    "up to here (null: the last scheduled query plus 60 s)")
+
+
+class AgentSpec(_Model):
+    """What a client agent does when the resolver does not answer (nodes.agent.StubAgent):
+    it waits ``timeout`` seconds, then asks again, ``attempts`` times in all. Registry
+    schemes' HTTP clients use the scheme's ``timeout`` × ``max_attempts`` (at least 1 s)
+    per call instead."""
+
+    timeout: float = Field(5.0, gt=0, description="seconds an agent waits for the "
+                           "resolver's answer before asking again")
+    attempts: int = Field(2, ge=1, le=16, description="queries per discovery (the first "
+                          "and its retries)")
 
 
 class OutputSpec(_Model):
-    dir: str | None = None
-    plots: bool = True
+    """Where results go (``--out`` overrides ``dir``)."""
+
+    dir: str | None = Field(None, description="output folder (default: results/<name>), "
+                            "relative to where tooldns runs")
+    plots: bool = Field(True, description="write the standard PNG figures")
 
 
 class SweepSpec(_Model):
     """A grid over dotted scenario fields, e.g. ``namespace.branching: [2, 4, 8]``."""
 
-    grid: dict[str, list[Any]]
-    workers: int = Field(2, ge=1)
+    grid: dict[str, list[Any]] = Field(description="dotted field -> values; every "
+                                       "combination is one run")
+    workers: int = Field(2, ge=1, description="points run at once (processes)")
 
     @field_validator("grid")
     @classmethod
@@ -365,21 +437,29 @@ class EngineOptions(_Model):
 
 
 class Scenario(_Model):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
-    description: str = ""
-    engine: Literal["simpy", "live", "ray", "mininet"] = "simpy"
+    """A whole experiment: what is built, what runs over it, what is compared."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$", description="names the "
+                      "run (default output folder results/<name>)")
+    description: str = Field("", description="free text, kept with the results")
+    engine: Literal["simpy", "live", "ray", "mininet"] = Field(
+        "simpy", description="simulation (simpy), loopback sockets (live), Ray actors, or "
+        "Mininet hosts")
     engine_options: EngineOptions = EngineOptions()
-    seed: int = 0
-    duration: float | None = Field(None, gt=0, description="stop issuing queries after this")
+    seed: int = Field(0, description="every random draw of the run derives from it")
+    duration: float | None = Field(None, gt=0, description="seconds: stop issuing queries "
+                                   "after this")
     namespace: NamespaceSpec = NamespaceSpec()
     network: NetworkSpec = NetworkSpec()
-    schemes: tuple[SchemeSpec, ...] = (SchemeSpec(name="tooldns"),)
+    schemes: tuple[SchemeSpec, ...] = Field((SchemeSpec(name="tooldns"),),
+                                            description="the discovery schemes compared")
     workload: WorkloadSpec = WorkloadSpec()
+    agents: AgentSpec = AgentSpec()
     caches: CacheSpec = CacheSpec()
     trust: TrustSpec = TrustSpec()
-    faults: FaultsSpec | None = None
+    faults: FaultsSpec | None = Field(None, description="injected failures (null: none)")
     outputs: OutputSpec = OutputSpec()
-    sweep: SweepSpec | None = None
+    sweep: SweepSpec | None = Field(None, description="a grid of runs (tooldns sweep)")
 
     @model_validator(mode="after")
     def _signed(self) -> Scenario:
@@ -415,8 +495,12 @@ def _set_dotted(data: dict, dotted: str, value: Any) -> None:
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         if isinstance(node, list):
+            names = [x.get("name") for x in node if isinstance(x, dict)]
+            if part in names:  # a scheme (or any named item) by its name
+                part = str(names.index(part))
             if not (part.isdigit() and int(part) < len(node)):
-                raise ValueError(f"'{dotted}' is not a field of the scenario")
+                raise ValueError(f"'{dotted}' is not a field of the scenario"
+                                 + did_you_mean(part, [n for n in names if n]))
             if last:
                 node[int(part)] = value
             else:
@@ -427,7 +511,8 @@ def _set_dotted(data: dict, dotted: str, value: Any) -> None:
             elif isinstance(node.get(part), dict | list):
                 node = node[part]
             else:
-                raise ValueError(f"'{dotted}' is not a field of the scenario")
+                raise ValueError(f"'{dotted}' is not a field of the scenario"
+                                 + did_you_mean(part, node))
         else:
             raise ValueError(f"'{dotted}' is not a field of the scenario")
 
@@ -438,7 +523,48 @@ _PATH_FIELDS = (("namespace", "catalog"), ("namespace", "queries"), ("network", 
                 ("workload", "arrival", "trace"))
 
 
-def _format_errors(path: Path, exc: ValidationError) -> str:
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation (``X | None``, ``tuple[X, ...]``, ...)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        if (model := _model_of(arg)) is not None:
+            return model
+    return None
+
+
+def _literals(annotation: Any) -> list[str]:
+    """The allowed strings of a ``Literal`` inside an annotation."""
+    if get_origin(annotation) is Literal:
+        return [a for a in get_args(annotation) if isinstance(a, str)]
+    return [v for arg in get_args(annotation) for v in _literals(arg)]
+
+
+def _field_at(loc: Sequence[str | int], root: type[BaseModel] | None = None) -> tuple[
+        type[BaseModel] | None, Any]:
+    """The model holding the field at ``loc`` (list indices skipped; ``root`` default
+    :class:`Scenario`) and the field's annotation (None when ``loc`` leaves the models)."""
+    model: type[BaseModel] | None = root or Scenario
+    annotation: Any = None
+    for i, part in enumerate(loc):
+        if isinstance(part, int) or (isinstance(part, str) and part.isdigit()):
+            continue
+        if model is None or part not in model.model_fields:
+            return (model, None) if i == len(loc) - 1 else (None, None)
+        annotation = model.model_fields[part].annotation
+        if i < len(loc) - 1:
+            model = _model_of(annotation)
+    return model, annotation
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest choice, or nothing."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _format_errors(path: Path | str, exc: ValidationError,
+                   root: type[BaseModel] | None = None) -> str:
     """One line per problem: ``FILE: dotted.field: problem``."""
     lines = []
     for err in exc.errors():
@@ -446,7 +572,9 @@ def _format_errors(path: Path, exc: ValidationError) -> str:
         msg = err["msg"]
         kind = err["type"]
         if kind == "extra_forbidden":
-            msg = "unknown field"
+            model, _ = _field_at(err["loc"], root)
+            msg = "unknown field" + (did_you_mean(loc[-1], model.model_fields)
+                                     if model is not None else "")
         elif kind == "missing":
             msg = "required field is missing"
         elif kind == "value_error":
@@ -459,6 +587,8 @@ def _format_errors(path: Path, exc: ValidationError) -> str:
         if kind not in ("extra_forbidden", "missing", "value_error") and not isinstance(
                 given, dict | list):
             msg += f" (got {given!r})"
+        if kind == "literal_error" and isinstance(given, str):
+            msg += did_you_mean(given, _literals(_field_at(err["loc"], root)[1]))
         lines.append(f"{path}: {'.'.join(loc) or '(top level)'}: {msg}")
     return "\n".join(lines)
 
@@ -529,6 +659,51 @@ def _resolve_paths(scenario: Scenario, path: Path) -> Scenario:
                 except ValueError as exc:
                     raise ScenarioError(f"{path}: sweep.grid.{key}: {exc}") from None
     return Scenario.model_validate(data)
+
+
+def sanity_warnings(sc: Scenario) -> list[str]:
+    """Valid but suspicious values, most often a unit mistake (times are seconds, rates per
+    second): ``dotted.field: what looks wrong``. Shown by ``tooldns validate`` and before a
+    run; they never stop one."""
+    out: list[str] = []
+    delay = sc.network.link.delay
+    for field, value in (("mean", delay.mean), ("std", delay.std),
+                         ("samples", max(delay.samples, default=0.0))):
+        if value > 1.0:
+            out.append(f"network.link.delay.{field}: {value:g} s one-way per link; delays "
+                       f"are in seconds ({value:g} ms would be {value / 1000:g})")
+    for field, value in sc.network.processing.model_dump().items():
+        if isinstance(value, float) and value > 0.1:
+            out.append(f"network.processing.{field}: {value:g} s per message; processing "
+                       f"times are in seconds (50 µs is 5e-05)")
+    hop = 2 * delay.mean  # the round trip over one link: the least an exchange takes
+    for i, scheme in enumerate(sc.schemes):
+        where = f"schemes.{i}.timeout"
+        if scheme.timeout > 30:
+            out.append(f"{where}: {scheme.timeout:g} s per upstream try; timeouts are in "
+                       f"seconds")
+        elif scheme.kind == "tooldns" and scheme.timeout <= hop:
+            out.append(f"{where}: {scheme.timeout:g} s is not more than one link's round "
+                       f"trip ({hop:g} s): every upstream query will time out")
+        if scheme.kind == "tooldns" and sc.agents.timeout < scheme.timeout:
+            out.append(f"agents.timeout: {sc.agents.timeout:g} s is shorter than scheme "
+                       f"{scheme.name}'s resolver timeout ({scheme.timeout:g} s): agents "
+                       f"give up before the resolver retries once")
+    if sc.agents.timeout <= 4 * hop:
+        out.append(f"agents.timeout: {sc.agents.timeout:g} s is within four link round "
+                   f"trips ({4 * hop:g} s): most discoveries will time out")
+    if sc.agents.timeout > 60:
+        out.append(f"agents.timeout: {sc.agents.timeout:g} s; timeouts are in seconds")
+    if sc.workload.arrival.process == "poisson" and sc.workload.arrival.rate > 1e5:
+        out.append(f"workload.arrival.rate: {sc.workload.arrival.rate:g} queries per second")
+    for field in ("ns_ttl", "srv_ttl", "a_ttl", "negative_ttl"):
+        ttl = getattr(sc.caches, field)
+        if ttl > 7 * 86_400:
+            out.append(f"caches.{field}: {ttl} s is over a week; TTLs are in seconds")
+    for i, f in enumerate(sc.faults.events if sc.faults else ()):
+        if f.delay > 30:
+            out.append(f"faults.events.{i}.delay: {f.delay:g} s; delays are in seconds")
+    return out
 
 
 def resolved_yaml(scenario: Scenario) -> str:

@@ -48,6 +48,8 @@ from sim.atomic import (
     make_dirs,
     remove_stale,
 )
+from sim.provenance import KEY as PROVENANCE
+from sim.provenance import provenance, utc_now
 from sim.scenario import Scenario, ScenarioError, resolved_yaml
 
 SUMMARY = "summary.json"
@@ -242,6 +244,7 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     if workers < 1:
         raise ValueError("workers must be at least 1")
     console = console or Console()
+    started = utc_now()
     out = Path(out_dir)
     points = sweep_points(scenario)  # validate every point before creating anything
     result = SweepResult(out, points, pd.DataFrame())
@@ -270,6 +273,11 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     table = collect(points, out)
     atomic_write(out / "sweep.csv", lambda p: table.to_csv(p, index=False))
     atomic_write(out / "sweep.parquet", lambda p: table.to_parquet(p, index=False))
+    meta = {"scenario": scenario.name, "seed": scenario.seed, "grid": scenario.sweep.grid,
+            "points": [p.id for p in points], "ran": result.ran, "skipped": result.skipped,
+            "failed": result.failed, PROVENANCE: provenance(started)}
+    atomic_write(out / "sweep.json", lambda p: Path(p).write_text(
+        json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
     result.table = table
     print_table(table, list(scenario.sweep.grid), console,
                 f"sweep {scenario.name}: {len(points)} points x {len(scenario.schemes)} schemes")

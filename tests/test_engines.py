@@ -10,6 +10,7 @@ import pytest
 from engine_cases import assert_agrees
 from engine_cases import small as patient_small
 
+from sim.provenance import deterministic_summary
 from sim.runner import run_scenario
 from sim.scenario import Scenario, load_scenario
 
@@ -22,7 +23,9 @@ def small() -> Scenario:
 
 
 def _digest(path: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+    """Every file's hash; the summary's without its provenance block (time, commit)."""
+    return {p.name: hashlib.sha256(deterministic_summary(path) if p.name == "summary.json"
+                                   else p.read_bytes()).hexdigest()
             for p in sorted(path.iterdir()) if p.is_file()}
 
 

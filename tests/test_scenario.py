@@ -184,7 +184,7 @@ def test_sweep_cli_rejects_a_later_bad_grid_value(tmp_path: Path,
     path = _write(tmp_path, "name: x\nsweep: {grid: {namespace.branching: [2, abc]}}\n")
     out = tmp_path / "out"
     assert cli.main(["sweep", str(path), "--out", str(out)]) == 2
-    printed = _flat(capsys.readouterr().out)
+    printed = _flat(capsys.readouterr().err)  # errors go to stderr
     assert printed.count("error:") == 1
     assert str(path) in printed and "sweep.grid" in printed and "namespace.branching" in printed
     assert "valid integer" in printed
@@ -196,7 +196,7 @@ def test_sweep_cli_needs_a_sweep_section(tmp_path: Path,
     path = _write(tmp_path, "name: plain\n")
     out = tmp_path / "out"
     assert cli.main(["sweep", str(path), "--out", str(out)]) == 2
-    printed = _flat(capsys.readouterr().out)
+    printed = _flat(capsys.readouterr().err)  # errors go to stderr
     assert printed.count("error:") == 1
     assert f"{path}: sweep:" in printed and "no sweep section" in printed
     assert not out.exists()

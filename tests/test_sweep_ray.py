@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from sim.cli import build_parser
+from sim.provenance import deterministic_summary
 from sim.scenario import load_scenario
 from sim.sweep import run_sweep
 
@@ -32,8 +33,11 @@ sweep:
 
 
 def _files(out: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.is_file()}
+    """Every file's bytes; summaries without their provenance block (time, commit)."""
+    return {str(p.relative_to(out)): (deterministic_summary(p.parent, p.name)
+                                      if p.name in ("summary.json", "sweep.json")
+                                      else p.read_bytes())
+            for p in sorted(out.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.ray
