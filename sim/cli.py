@@ -491,7 +491,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                         f", run the same command again to resume")
             return stopped.code
     _say(f"{len(result.ran)} points run, {len(result.skipped)} already done; "
-         f"{result.out_dir}/sweep.csv, sweep.parquet, sweep.json, points/<id>/")
+         f"{result.out_dir}/sweep.csv, sweep.parquet, sweep.json, sweep_<axis>.png, "
+         f"points/<id>/")
     if result.failed:
         _error("sweep", f"{len(result.failed)} points failed: {', '.join(result.failed)}")
         return 1

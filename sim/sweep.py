@@ -278,6 +278,11 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
             "failed": result.failed, PROVENANCE: provenance(started)}
     atomic_write(out / "sweep.json", lambda p: Path(p).write_text(
         json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
+    if len(table):  # every metric against each grid axis, per scheme (sweep_<axis>.png)
+        from analysis.plots import sweep_title
+        from analysis.sweep_plots import plot_sweep
+
+        plot_sweep(table, scenario.sweep.grid, out, sweep_title(meta))
     result.table = table
     print_table(table, list(scenario.sweep.grid), console,
                 f"sweep {scenario.name}: {len(points)} points x {len(scenario.schemes)} schemes")
