@@ -698,10 +698,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         paths = write_report(args.dir, args.out, args.format)
     except FileNotFoundError as exc:
-        print(f"tooldns report: {exc}", file=sys.stderr)
+        print(f"tooldns report: error: {exc}", file=sys.stderr)
         return 2
     except OutputError as exc:
-        print(f"tooldns report: {exc}", file=sys.stderr)
+        print(f"tooldns report: error: {exc}", file=sys.stderr)
         return 1
     for path in paths:
         print(path)

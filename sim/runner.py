@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import logging
 import sys
 import time
 from collections import Counter
@@ -48,6 +49,8 @@ from sim.workload import Job, build_jobs
 from topologies import network as net
 from topologies.datasets import load_catalog, load_queries
 from topologies.namespace import Namespace, from_catalog, inject_rogue, synthetic
+
+log = logging.getLogger("tooldns.run")  # -v: what was built and how long each scheme took
 
 
 def engine_for(name: str) -> Engine:
@@ -481,7 +484,10 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
         if warning:
             (progress or _warn)(warning)
     run = engine_for(engine)
+    built = time.perf_counter()
     ns = build_namespace(sc)
+    log.info("namespace %s: %d tools, %d zones in %.2f s", ns.origin, len(ns.tools),
+             len(ns.zones), time.perf_counter() - built)
     jobs = build_jobs(sc, ns, sc.network.agents)
     start_zone(sc, ns)  # fail before running anything
     if sc.faults is not None and engine not in ("simpy", "live"):
@@ -546,6 +552,9 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
                     sniffer.stop()
                 raise
             wall[scheme.name] = round(time.perf_counter() - t, 3)
+            log.info("scheme %s on %s: %d of %d discoveries completed, %.2f s wall, %.3f s "
+                     "of workload time", scheme.name, engine, len(output.stubs), len(jobs),
+                     wall[scheme.name], output.end_time)
             fault_plans[scheme.name] = plan.faults
             if sniffer is not None:
                 windows.append((scheme, plan, output, window, time.time()))

@@ -227,3 +227,15 @@ def test_every_tooldns_command_in_the_readme_parses() -> None:
             parser.parse_args(argv)
         except SystemExit as exc:  # argparse's error exit
             raise AssertionError(f"README: {line!r} does not parse") from exc
+
+
+def test_quiet_and_verbose(tmp_path: Path) -> None:
+    """-q: no progress lines; -v: log lines (what was built, each scheme's time)."""
+    path = _file(tmp_path, SMALL)
+    quiet = _tooldns("run", str(path), "--out", str(tmp_path / "q"), "-q")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    assert "results written to" in quiet.stdout
+    loud = _tooldns("-v", "run", str(path), "--out", str(tmp_path / "v"))
+    assert loud.returncode == 0
+    assert "scheme tooldns on simpy (30 queries)" in loud.stderr  # progress
+    assert "tooldns.run INFO scheme nocache on simpy: 30 of 30 discoveries" in loud.stderr
