@@ -17,7 +17,6 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,11 +73,15 @@ def _warn(message: str) -> None:
                        soft_wrap=True)
 
 
+def _stderr(message: str) -> None:
+    """One line to stderr (no wrapping, no markup): errors and interruptions."""
+    print(" ".join(message.split()), file=sys.stderr, flush=True)
+
+
 def _error(command: str, message: str) -> None:
     """One problem per line on stderr, each prefixed like argparse does."""
     for line in str(message).splitlines() or [""]:
-        consoles.err.print(f"tooldns {command}: error: {line}", style="red", markup=False,
-                           highlight=False, soft_wrap=True)
+        _stderr(f"tooldns {command}: error: {line}")
 
 
 def _namespace(args: argparse.Namespace) -> Any:
@@ -269,11 +272,6 @@ def _query_via_resolver(args: argparse.Namespace, address: str, port: int, code:
 # ------------------------------------------------------------------------ run
 
 
-def _stderr(message: str) -> None:
-    """One line to stderr (no wrapping, no markup): errors and interruptions."""
-    print(" ".join(message.split()), file=sys.stderr, flush=True)
-
-
 class _Stopped:
     """The exit status of an interrupted command: 130 (SIGINT) or 143 (SIGTERM)."""
 
@@ -303,7 +301,7 @@ def _interruptible() -> Iterator[_Stopped]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _scenario(args: argparse.Namespace, command: str) -> Scenario:
+def _scenario(args: argparse.Namespace) -> Scenario:
     """The scenario file with ``--seed`` and ``--set`` applied and validated again; its
     warnings (suspicious units) printed. Raises ScenarioError naming file and field."""
     import yaml
@@ -333,13 +331,13 @@ def _scenario(args: argparse.Namespace, command: str) -> Scenario:
 def _overridden(scenario: Scenario, overrides: dict[str, Any], file: str) -> Scenario:
     from pydantic import ValidationError
 
-    from sim.scenario import ScenarioError, _format_errors
+    from sim.scenario import ScenarioError, format_errors
 
     for key, value in overrides.items():  # one at a time: errors name the --set given
         try:
             scenario = scenario.with_overrides({key: value})
         except ValidationError as exc:
-            raise ScenarioError(_format_errors(f"{file} (--set {key}={value})", exc)
+            raise ScenarioError(format_errors(f"{file} (--set {key}={value})", exc)
                                 ) from None
         except ValueError as exc:
             raise ScenarioError(f"{file}: --set {key}: {exc}") from None
@@ -347,9 +345,9 @@ def _overridden(scenario: Scenario, overrides: dict[str, Any], file: str) -> Sce
 
 
 @contextlib.contextmanager
-def _query_progress(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+def _query_progress() -> Iterator[Callable[[str, int, int], None] | None]:
     """Per-query progress bars with ETA on a terminal (one per scheme), else nothing."""
-    if not enabled or consoles.quiet or not consoles.err.is_terminal:
+    if consoles.quiet or not consoles.err.is_terminal:
         yield None
         return
     from rich.progress import (
@@ -381,7 +379,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     with _interruptible() as stopped:
         try:
-            scenario = _scenario(args, "run")
+            scenario = _scenario(args)
             if args.show_config:
                 sys.stdout.write(resolved_yaml(scenario))
                 return 0
@@ -394,7 +392,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             from sim.shards import start as start_shards
 
             start_shards(scenario)  # the workers build the run while this process builds
-            with _query_progress(True) as tick:
+            with _query_progress() as tick:
                 result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
                                       progress=_progress, capture=args.capture, check=False,
                                       tick=tick)
@@ -465,7 +463,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = None
     with _interruptible() as stopped:
         try:
-            scenario = _scenario(args, "sweep")
+            scenario = _scenario(args)
             if scenario.sweep is None:
                 raise ScenarioError(f"{args.file}: sweep: the scenario has no sweep section "
                                     f"(sweep: {{grid: {{<dotted field>: [values]}}}})")
@@ -534,7 +532,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         else:
             _error("eval", "give an eval FILE or --catalog CATALOG.jsonl")
             return 2
-        with _query_progress(True) as tick:
+        with _query_progress() as tick:
             result = run_eval(spec, Path(args.out) if args.out else None,
                               progress=lambda m: _progress(f"method {m}"), tick=tick)
     except ValueError as exc:
@@ -651,18 +649,11 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
-def _version() -> str:
-    try:
-        version = metadata.version("tooldns-testbed")
-    except metadata.PackageNotFoundError:
-        version = "unknown (not installed)"
-    return f"tooldns {version}"
-
-
 def build_parser() -> argparse.ArgumentParser:
     from analysis.report import DESCRIPTION as report_description
     from analysis.report import add_arguments as add_report_arguments
     from sim import export  # light (like analysis.report): work imports what it needs
+    from sim.provenance import version
 
     common = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     # SUPPRESS: given before or after the command, a flag is not reset by the other parser
@@ -679,7 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
         epilog="tooldns COMMAND --help describes each command; docs/scenario-reference.md "
                "every scenario field.")
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action="version", version=f"tooldns {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, description: str | None = None

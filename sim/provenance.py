@@ -31,7 +31,8 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def _version() -> str:
+def version() -> str:
+    """This package's version ("unknown" when it is not installed)."""
     try:
         return metadata.version("tooldns-testbed")
     except metadata.PackageNotFoundError:
@@ -48,7 +49,7 @@ def provenance(started: datetime, argv: list[str] | None = None) -> dict:
     commit = _git("rev-parse", "HEAD")
     status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
     return {
-        "tooldns": _version(),
+        "tooldns": version(),
         "git_commit": commit,
         "git_dirty": None if status is None else bool(status),
         "python": platform.python_version(),

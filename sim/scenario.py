@@ -563,7 +563,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def _format_errors(path: Path | str, exc: ValidationError,
+def format_errors(path: Path | str, exc: ValidationError,
                    root: type[BaseModel] | None = None) -> str:
     """One line per problem: ``FILE: dotted.field: problem``."""
     lines = []
@@ -629,7 +629,7 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(_format_errors(path, exc)) from None
+        raise ScenarioError(format_errors(path, exc)) from None
     return _resolve_paths(scenario, path)
 
 
@@ -653,7 +653,7 @@ def _resolve_paths(scenario: Scenario, path: Path) -> Scenario:
                 try:
                     scenario.with_overrides({key: value})
                 except ValidationError as exc:
-                    first = _format_errors(path, exc).splitlines()[0].split(": ", 2)[-1]
+                    first = format_errors(path, exc).splitlines()[0].split(": ", 2)[-1]
                     raise ScenarioError(f"{path}: sweep.grid.{key}: value {value!r}: {first}"
                                         ) from None
                 except ValueError as exc:

@@ -161,8 +161,8 @@ def test_field_reference_in_docs_is_generated() -> None:
             f"docs/{name} is stale: python3 -m sim.cli schema --markdown"
             f"{' --eval' if kind == 'eval' else ''} > docs/{name}")
     ref = markdown_reference()
-    assert "| `mean` | seconds | `0.01` |" in ref or "| `mean` |" in ref
-    assert "`agents`" in ref and "`timeout`" in ref
+    assert "| `mean` | float | `0.01` | ≥ 0 | seconds (0.010 = 10 ms) |" in ref
+    assert "| `timeout` | float | `5.0` | > 0 | seconds an agent waits" in ref
 
 
 def test_run_progress_and_provenance(tmp_path: Path) -> None:
