@@ -4,18 +4,31 @@ An agent knows only its resolver. ``ask(tag, request, now)`` queues one SRV quer
 cursor name of ``request.start`` carrying the intent option; the reply's SRV answers and
 the A records in its additional section are the discovered endpoints. Timeouts retry over
 UDP, a TC reply is retried over TCP, and replies are validated (ID, question, source).
+
+With ``style="qname"`` (for stock recursors, which drop the option) the intent goes in the
+name instead (:func:`nodes.wire.intent_qname`, no option), the answer is a CNAME chain
+ending in SRV records, and targets whose A record did not come with it are asked for in
+one more round of parallel A queries, as any client of an unmodified resolver must.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from dnslib import RCODE, DNSHeader, DNSQuestion, DNSRecord
 
 from nodes.message import TYPE_A, TYPE_SRV, encode_query, parse_response
 from nodes.resolver import Discovery, Endpoint, Outgoing, Step, Transport
-from nodes.wire import DEFAULT_EDNS_SIZE, DEFAULT_OPTION_CODE, Intent, cursor_name, normalise
+from nodes.wire import (
+    DEFAULT_EDNS_SIZE,
+    DEFAULT_OPTION_CODE,
+    Intent,
+    cursor_name,
+    intent_qname,
+    normalise,
+)
 from nodes.wire import opt_record as _opt
 from nodes.zone import Address
 
@@ -34,6 +47,8 @@ class StubResult:
     steps: list[Step] = field(default_factory=list)
     qid: int = 0  # ID of the first attempt (the resolver reports the walk under it)
     ids: list[int] = field(default_factory=list)
+    a_ids: list[int] = field(default_factory=list)  # IDs of the A round (qname style)
+    waiting: int = 0  # A queries of that round still unanswered
 
     @property
     def latency(self) -> float:
@@ -49,6 +64,7 @@ class _Pending:
     transport: Transport
     deadline: float
     step: Step
+    qtype: int = TYPE_SRV
 
 
 class StubAgent:
@@ -63,6 +79,7 @@ class StubAgent:
         attempts: int = 2,
         edns_size: int = DEFAULT_EDNS_SIZE,
         name: str = "agent",
+        style: Literal["option", "qname"] = "option",
     ) -> None:
         self.resolver = resolver
         self.rng = rng
@@ -73,6 +90,7 @@ class StubAgent:
         self.attempts = attempts
         self.edns_size = edns_size
         self.name = name
+        self.style = style  # the intent in the EDNS option, or in the query name
         self._pending: dict[int, _Pending] = {}
         self._out: list[Outgoing] = []
         self._done: list[StubResult] = []
@@ -84,32 +102,44 @@ class StubAgent:
 
     def ask(self, tag: object, request: Discovery, now: float) -> StubResult:
         result = StubResult(tag=tag, request=request, sent=now)
-        qname = cursor_name(request.service, request.start, request.proto)
+        if self.style == "qname":
+            try:
+                qname = intent_qname(request.intent, request.k, request.service,
+                                     request.start, request.proto)
+            except ValueError as exc:
+                self._finish(result, now, "", str(exc))
+                return result
+        else:
+            qname = cursor_name(request.service, request.start, request.proto)
         self._send(result, qname, 0, "udp", now)
         result.qid = result.ids[0]
         return result
 
     def _send(self, result: StubResult, qname: str, attempt: int, transport: Transport,
-              now: float) -> None:
+              now: float, qtype: int = TYPE_SRV) -> None:
         ids = self.id_source or self.rng
         qid = ids.randrange(1, 65536)
         while qid in self._pending:
             qid = ids.randrange(1, 65536)
-        intent = Intent(result.request.intent, k=result.request.k)
-        wire = encode_query(qid, 0x0100, qname, TYPE_SRV,  # RD set
-                            [(self.option_code, intent.encode())], self.edns_size)
+        with_intent = self.style == "option" and qtype == TYPE_SRV
+        intent = Intent(result.request.intent, k=result.request.k) if with_intent else None
+        options = [(self.option_code, intent.encode())] if intent is not None else []
+        wire = encode_query(qid, 0x0100, qname, qtype, options, self.edns_size)  # RD set
         if wire is None:  # a name the struct codec does not write: dnslib does
             msg = DNSRecord(DNSHeader(id=qid, rd=1))
-            msg.add_question(DNSQuestion(qname, TYPE_SRV))
+            msg.add_question(DNSQuestion(qname, qtype))
             msg.add_ar(_opt(intent, self.option_code, self.edns_size))
             wire = bytes(msg.pack())
-        step = Step(qname=qname, qtype="SRV", server=self.resolver, transport=transport,
-                    sent=now, rtt=None, bytes_out=len(wire), bytes_in=0, outcome="sent",
-                    with_intent=True, qid=qid)
+        step = Step(qname=qname, qtype="SRV" if qtype == TYPE_SRV else "A",
+                    server=self.resolver, transport=transport, sent=now, rtt=None,
+                    bytes_out=len(wire), bytes_in=0, outcome="sent", with_intent=with_intent,
+                    qid=qid)
         result.steps.append(step)
         result.ids.append(qid)
+        if qtype == TYPE_A:
+            result.a_ids.append(qid)
         self._pending[qid] = _Pending(result, wire, qname, attempt, transport,
-                                      now + self.timeout, step)
+                                      now + self.timeout, step, qtype)
         self._out.append(Outgoing(wire, self.resolver, transport))
 
     def to_send(self) -> list[Outgoing]:
@@ -128,7 +158,9 @@ class StubAgent:
             p = self._pending.pop(qid)
             p.step.outcome = "timeout"
             if p.attempt + 1 < self.attempts:
-                self._send(p.result, p.qname, p.attempt + 1, "udp", now)
+                self._send(p.result, p.qname, p.attempt + 1, "udp", now, p.qtype)
+            elif p.qtype == TYPE_A:  # the tool stays without an address
+                self._address_done(p.result, now, "timeout")
             else:
                 self._finish(p.result, now, "SERVFAIL", "timeout")
 
@@ -149,7 +181,10 @@ class StubAgent:
         p.step.rtt, p.step.bytes_in = now - p.step.sent, len(data)
         p.step.outcome = RCODE[msg.header.rcode] + (" TC" if msg.header.tc else "")
         if msg.header.tc and transport == "udp":
-            self._send(p.result, p.qname, p.attempt, "tcp", now)
+            self._send(p.result, p.qname, p.attempt, "tcp", now, p.qtype)
+            return
+        if p.qtype == TYPE_A:
+            self._on_address(p, msg, now)
             return
         addresses = {normalise(rr.rname): str(rr.rdata) for rr in msg.ar if rr.rtype == TYPE_A}
         p.result.endpoints = [
@@ -158,7 +193,30 @@ class StubAgent:
                      normalise(rr.rdata.target).split(".", 1)[1])
             for rr in msg.rr if rr.rtype == TYPE_SRV
         ]
-        self._finish(p.result, now, RCODE[msg.header.rcode], None)
+        p.result.rcode = RCODE[msg.header.rcode]
+        missing = list(dict.fromkeys(e.target for e in p.result.endpoints if e.address is None))
+        if self.style == "qname" and missing:  # ask for the targets' addresses, in parallel
+            p.result.waiting = len(missing)
+            for target in missing:
+                self._send(p.result, target, 0, "udp", now, TYPE_A)
+            return
+        self._finish(p.result, now, p.result.rcode, None)
+
+    def _on_address(self, p: _Pending, msg: DNSRecord, now: float) -> None:
+        """An A answer of the address round: fill in the target's endpoints."""
+        a = next((str(rr.rdata) for rr in msg.rr if rr.rtype == TYPE_A
+                  and normalise(rr.rname) == p.qname), None)
+        if a is not None:
+            p.result.endpoints = [replace(e, address=a) if e.target == p.qname else e
+                                  for e in p.result.endpoints]
+        self._address_done(p.result, now, None if a else f"{p.qname}: no address")
+
+    def _address_done(self, result: StubResult, now: float, error: str | None) -> None:
+        result.waiting -= 1
+        if error and result.error is None:
+            result.error = error
+        if result.waiting == 0:
+            self._finish(result, now, result.rcode, result.error)
 
     def _finish(self, result: StubResult, now: float, rcode: str, error: str | None) -> None:
         result.finished, result.rcode, result.error = now, rcode, error

@@ -12,6 +12,14 @@ Without the option the server is a plain authoritative server for the names it h
 SRV at ``_svc._proto.<leaf>.``, A/TXT at tool targets, SOA/NS/TXT at the apex, A at its own
 NS hosts, referrals below delegations, NXDOMAIN/NODATA with SOA, AA set on its own data.
 
+The intent may instead ride in the name (:func:`nodes.wire.intent_qname`, no option needed,
+for stock recursors that drop it): ``k3.<words>._svc._proto.<zone>.`` is answered, for any
+type, with a CNAME to the same labels under the zone's best child, plus that child's NS
+and glue (the referral a resolver needs next, so it need not ask for it); at a leaf, SRV
+(or ANY) gets the top-K SRV RRset owned by the name, with A records of the targets. Names
+above such a name inside ``_proto.<zone>`` are empty non-terminals (NODATA, not NXDOMAIN),
+so that QNAME-minimising resolvers (RFC 9156) walk down to it.
+
 Responses that do not fit the requester's UDP size go out truncated (TC, empty sections);
 the same server answers the retry over TCP. A peer's malformed input is answered with
 FORMERR when the header can be read and dropped otherwise; both are counted. Replies are
@@ -75,17 +83,21 @@ from nodes.wire import (
     EMBEDDING_OPTION_CODE,
     INTENT_VERSION,
     MAX_MESSAGE_SIZE,
+    PROTOCOLS,
     SCORES_OPTION_CODE,
     IntentError,
+    IntentName,
     decode_embedding,
     encode_scores,
     is_subdomain,
     normalise,
+    parse_intent_labels,
     parse_tool_name,
+    retarget,
 )
 from nodes.zone import Address, Delegation, ToolRecord, Ttls, ZoneData
 
-A, NS, SOA, TXT, SRV, IXFR, AXFR, ANY = 1, 2, 6, 16, 33, 251, 252, 255
+A, NS, CNAME, SOA, TXT, SRV, IXFR, AXFR, ANY = 1, 2, 5, 6, 16, 33, 251, 252, 255
 _HEADER = struct.Struct("!HHHHHH")
 _COUNTS3 = struct.Struct("!HHH")  # ANCOUNT, NSCOUNT, ARCOUNT
 _INTENT_HEADER = struct.Struct("!BHB")  # nodes.wire.Intent: version · length · K
@@ -98,6 +110,7 @@ BADVERS = 16  # RFC 6891 extended RCODE
 ANSWER, AUTHORITY, ADDITIONAL = 1, 2, 3
 #: who may transfer zones unless told otherwise (``transfer_acl``)
 LOOPBACK_ACL = ("127.0.0.0/8", "::1/128")
+_PROTO_LABELS = frozenset("_" + p for p in PROTOCOLS)  # the last label of an intent name
 _XFR_QTYPES = (b"\x00\xfb", b"\x00\xfc")  # IXFR, AXFR as they follow a question name
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -250,8 +263,12 @@ class AuthoritativeServer:
         embedding_code: int = EMBEDDING_OPTION_CODE,
         packet_cache_bytes: int = 16 * 1024 * 1024,
         transfer_acl: Iterable[str] = LOOPBACK_ACL,
+        cname_referral: bool = True,
     ) -> None:
         self.name = name
+        # intent-in-the-name CNAMEs carry the child's NS and glue (else the resolver asks
+        # this server again for the delegation: one more exchange per level when cold)
+        self.cname_referral = cname_referral
         # who may transfer the zones (AXFR/IXFR): sources in these networks, or any of
         # these exact addresses (sim.hierarchy puts the hierarchy's servers here)
         self.transfer_acl = (_LOOPBACK_NETS if transfer_acl is LOOPBACK_ACL
@@ -589,6 +606,17 @@ class AuthoritativeServer:
                   want_scores: bool = False) -> _Reply:
         if state.leaf:
             return self._tools_answer(state, service, proto, text, k, want_scores)
+        chosen, scores = self._top_children(state, service, text, k, want_scores)
+        if not chosen:
+            return state.negative[NOERROR]
+        children = state.children
+        reply = self._referral([children[i] for i in chosen], k == 0)
+        reply.scores = scores
+        return reply
+
+    def _top_children(self, state: _ZoneState, service: str, text: str, k: int,
+                      want_scores: bool = False) -> tuple[list[int], bytes | None]:
+        """Indices of the zone's top-K children offering ``service`` (K = 0: all)."""
         kids = state.data.children
         if state.by_centroid:  # routing vectors differ per service
             entry = state.service_index.get(service)
@@ -605,13 +633,7 @@ class AuthoritativeServer:
         if eligible is None:
             eligible = [i for i, c in enumerate(kids) if service in c.services]
             state.eligible[service] = eligible
-        chosen, scores = _choose(index, rank, text, k, eligible, want_scores)
-        if not chosen:
-            return state.negative[NOERROR]
-        children = state.children
-        reply = self._referral([children[i] for i in chosen], k == 0)
-        reply.scores = scores
-        return reply
+        return _choose(index, rank, text, k, eligible, want_scores)
 
     def _tools_answer(self, state: _ZoneState, service: str, proto: str, text: str, k: int,
                       want_scores: bool = False) -> _Reply:
@@ -652,7 +674,7 @@ class AuthoritativeServer:
         node = state.node(qname)
         if node is None:
             if qname not in state.names:
-                return "nxdomain", state.negative[NXDOMAIN]
+                return self._named_intent(state, qname, qtype)
             return "nodata", state.negative[NOERROR]
         rrs = [r for rs in node.values() for r in rs] if qtype == ANY else node.get(qtype)
         if not rrs:
@@ -662,6 +684,38 @@ class AuthoritativeServer:
             for rec in rrs:
                 additional.extend((state.node(rec.rdata[-1]) or {}).get(A, ()))
         return "standard", _Reply(NOERROR, True, rrs, (), additional)
+
+    def _named_intent(self, state: _ZoneState, qname: str, qtype: int) -> tuple[str, _Reply]:
+        """A name the zone does not hold: an intent carried in the name (CNAME one level
+        down, or the leaf's top-K SRV), an empty non-terminal above one, or NXDOMAIN."""
+        relative = qname[: len(qname) - len(state.name)] if state.name != "." else qname
+        labels = relative.rstrip(".").split(".")
+        if labels[-1] not in _PROTO_LABELS or (len(labels) > 1
+                                                and not labels[-2].startswith("_")):
+            return "nxdomain", state.negative[NXDOMAIN]
+        intent = parse_intent_labels(labels)
+        if intent is None:
+            return "intent_ent", state.negative[NOERROR]
+        if state.leaf:
+            if qtype != SRV and qtype != ANY:
+                return "intent_nodata", state.negative[NOERROR]
+            return "intent_srv", self._tools_answer(state, intent.service, intent.proto,
+                                                    intent.text, intent.k)
+        return self._intent_cname(state, intent)
+
+    def _intent_cname(self, state: _ZoneState, intent: IntentName) -> tuple[str, _Reply]:
+        chosen = self._top_children(state, intent.service, intent.text, 1)[0]
+        if not chosen:
+            return "intent_nodata", state.negative[NOERROR]
+        child = state.children[chosen[0]]
+        target = retarget(intent, child.data.zone)
+        if len(target) > 254:  # would not fit in a name: no answer rather than a bad one
+            return "intent_too_long", state.negative[NOERROR]
+        cname = Rec("", CNAME, state.data.ttls.ns, (target,))
+        if not self.cname_referral:
+            return "intent_cname", _Reply(NOERROR, True, [cname])
+        return "intent_cname", _Reply(NOERROR, True, [cname], child.ns, child.glue,
+                                      required=len(child.glue))
 
     # ------------------------------------------------------------------ size limits
 

@@ -20,7 +20,12 @@ Caches (all with expiry from the records' TTLs and the ``now`` passed in):
 
 Modes toward upstream: ``aware`` walks cursor names with the intent option; ``strip`` and
 ``pass-through`` model unmodified resolvers: plain iterative resolution of the literal
-name, with the client's option removed or forwarded unchanged.
+name, with the client's option removed or forwarded unchanged. ``qname`` is an unmodified
+resolver too, for intents carried in the name (:func:`nodes.wire.intent_qname`, the
+deployable design): it follows the servers' CNAME chain down the tree, learns the
+delegations sent beside each CNAME, and caches every CNAME and answer RRset by name and
+type, as stock recursors do (so a repeated intent is answered from cache, a new one costs
+one exchange per level once the zones' servers are known).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from nodes.message import (
     RC_REFUSED,
     RC_SERVFAIL,
     TYPE_A,
+    TYPE_CNAME,
     TYPE_DNSKEY,
     TYPE_NS,
     TYPE_SOA,
@@ -70,6 +76,7 @@ from nodes.wire import (
     find_opt,
     get_intent,
     get_scores,
+    intent_qname,
     is_subdomain,
     normalise,
     opt_record,
@@ -78,7 +85,8 @@ from nodes.wire import (
 )
 from nodes.zone import Address
 
-Mode = Literal["aware", "strip", "pass-through"]
+Mode = Literal["aware", "strip", "pass-through", "qname"]
+MAX_CNAMES = 16  # CNAMEs followed for one question (BIND's max-restarts is 11, Unbound 11)
 SRTT_MAX = 65_536  # servers whose smoothed RTT is remembered
 Transport = Literal["udp", "tcp"]
 
@@ -297,6 +305,7 @@ class RecursiveResolver:
         self._srv = table("srv")  # (zone, svc, proto, intent, k) -> [Endpoint]
         self._addr = table("addr")  # target -> address
         self._negative = table("negative")  # (qname, qtype) -> True
+        self._answers = table("answers")  # qname mode: (qname, qtype) -> [RR] (CNAME too)
         self._keys = table("keys")  # zone -> validated DNSKEY rdataset (DNSSEC)
         self._ds = table("ds")  # zone -> DS records validated in its parent
         self._pending: dict[int, _Pending] = {}
@@ -662,6 +671,17 @@ class RecursiveResolver:
 
     def _discover(self, req: Discovery, result: DiscoveryResult):
         """Algorithm 1 with beam, caches and failover. Yields rounds of asks."""
+        if self.config.mode == "qname":  # the intent in the name, the tree's CNAME chain
+            qname = intent_qname(req.intent, req.k, req.service, req.start, req.proto)
+            msg, error = yield from self._iterate(qname, TYPE_SRV, None, result)
+            result.error = error
+            if msg is not None:
+                found = [replace(e, zone=e.target.split(".", 1)[1])
+                         for e in _endpoints(msg, req.start)]
+                result.leaves = sorted({e.zone for e in found})
+                result.endpoints = yield from self._resolve_targets(found, result, {})
+            result.finished = self._now
+            return result
         if self.config.mode != "aware":
             qname = cursor_name(req.service, req.start, req.proto)
             intent = Intent(req.intent, k=req.k) if self.config.mode == "pass-through" else None
@@ -899,23 +919,60 @@ class RecursiveResolver:
                 if ep.target in addresses]
 
     def _iterate(self, qname: str, qtype: int, intent: Intent | None, result: DiscoveryResult):
-        """Plain iterative resolution of a literal name, as an unmodified resolver does."""
+        """Plain iterative resolution of a literal name, as an unmodified resolver does:
+        referrals towards the name, CNAMEs followed (at most :data:`MAX_CNAMES`); in
+        ``qname`` mode every CNAME and answer RRset is cached by (name, type)."""
         qname = normalise(qname)
         neg = self._get(self._negative, (qname, qtype))
         if neg is not None:
             result.cache["negative_hit"] += 1
             result.rcode = "NXDOMAIN"
             return None, "NXDOMAIN"
+        answers = self.config.mode == "qname"
+        chain: list[RR] = []  # CNAME records followed so far
         known: dict[str, tuple[Address, ...]] = {}
         bailiwick, servers = self._servers_for(qname, known)
         for _ in range(self.config.max_rounds):
+            if answers:
+                cached = self._get(self._answers, (qname, qtype))
+                if cached is not None:
+                    result.cache["answer_hit"] += 1
+                    return _chained(chain, cached), None  # type: ignore[arg-type]
+                cname = self._get(self._answers, (qname, TYPE_CNAME))
+                if cname is not None:
+                    result.cache["cname_hit"] += 1
+                    if len(chain) >= MAX_CNAMES:
+                        break
+                    chain.append(cname[0])  # type: ignore[index]
+                    qname = normalise(cname[0].rdata.label)  # type: ignore[index]
+                    bailiwick, servers = self._servers_for(qname, known)
+                    continue
             (reply,) = yield [Ask(qname, qtype, servers, intent)]
             msg = reply.msg
             if msg is None:
                 result.rcode = "SERVFAIL"
                 return None, reply.error
-            if any(normalise(rr.rname) == qname for rr in msg.rr):
-                return msg, None
+            owned = [rr for rr in msg.rr if normalise(rr.rname) == qname]
+            if owned:
+                cname = next((rr for rr in owned if rr.rtype == TYPE_CNAME), None)
+                if cname is None or qtype == TYPE_CNAME or any(rr.rtype == qtype for rr in owned):
+                    if answers:
+                        rrs = msg.rr if isinstance(msg, DNSRecord) else msg.to_dnslib().rr
+                        here = [rr for rr in rrs if normalise(rr.rname) == qname]
+                        self._put(self._answers, (qname, qtype), here,
+                                  min(rr.ttl for rr in here))
+                    return (_chained(chain, msg) if chain else msg), None
+                if len(chain) >= MAX_CNAMES:
+                    break
+                self.stats["cnames_followed"] += 1
+                if answers:
+                    self._put(self._answers, (qname, TYPE_CNAME), [cname], cname.ttl)
+                chain.append(cname)
+                if any(rr.rtype == TYPE_NS for rr in msg.auth):  # the next zone, beside it
+                    self._learn_referral(msg, bailiwick, known)
+                qname = normalise(cname.rdata.label)
+                bailiwick, servers = self._servers_for(qname, known)
+                continue
             if msg.header.rcode == RC_NXDOMAIN or not any(
                 rr.rtype == TYPE_NS for rr in msg.auth
             ):
@@ -923,6 +980,8 @@ class RecursiveResolver:
                 soa = [rr for rr in msg.auth if rr.rtype == TYPE_SOA]
                 if soa and msg.header.rcode == RC_NXDOMAIN:
                     self._put(self._negative, (qname, qtype), True, soa[0].ttl)
+                if chain:
+                    msg = _chained(chain, msg)
                 return msg, None if msg.header.rcode == RC_NOERROR else "no such name"
             children = self._learn_referral(msg, bailiwick, known)
             closer = [c for c in children if is_subdomain(qname, c)]
@@ -936,7 +995,8 @@ class RecursiveResolver:
                 result.rcode = "SERVFAIL"
                 return None, f"no glue for {bailiwick}"
         result.rcode = "SERVFAIL"
-        return None, "too many referrals"
+        return None, ("CNAME chain too long" if len(chain) >= MAX_CNAMES
+                      else "too many referrals")
 
     def _warm(self, req: Discovery, result: DiscoveryResult):
         """Breadth-first K = 0 walk over non-leaf zones, one round per level."""
@@ -1132,6 +1192,17 @@ def _client_reply(query: DNSRecord, rcode: int) -> DNSRecord:
     for q in query.questions[:1]:
         reply.add_question(DNSQuestion(q.qname, q.qtype, q.qclass))
     return reply
+
+
+def _chained(chain: list[RR], final: DNSRecord | Message | list[RR]) -> DNSRecord:
+    """A response whose answer is the CNAME chain followed, then the final records."""
+    if isinstance(final, list):
+        out = DNSRecord(DNSHeader(qr=1))
+        out.rr = list(chain) + list(final)
+        return out
+    out = final.to_dnslib() if isinstance(final, Message) else final
+    out.rr = list(chain) + list(out.rr)
+    return out
 
 
 def _parse_hint(strings: Sequence[bytes]) -> dict[str, str]:

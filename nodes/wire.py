@@ -14,6 +14,15 @@ semantic reply carries one IEEE-754 float32 per choice, best first — per child
 referral (in NS order) or per SRV record of an answer. A resolver needs them to compare
 choices made by different servers (global beam, score-ordered merge).
 
+A third name form carries the intent in the QNAME itself, for resolvers that drop unknown
+EDNS options (every stock recursor does): ``k3.weather-forecast-for-a-city._mcp._tcp.tools.``
+— K, then the intent's words in at most :data:`QNAME_INTENT_MAX` characters (LDH labels of
+up to 63, in reading order), then the service. Servers answer it with one CNAME per level
+to the same labels under their best child, and the leaf with its top-K SRV RRset (see
+:mod:`nodes.authoritative`), so every step stays below the zone asked, as unmodified
+resolvers require. K comes first so that no proper suffix of the name is a query: a
+QNAME-minimising resolver sees only empty non-terminals on the way down.
+
 And the optional *embedding* option (also ours): the intent's sentence embedding, so a
 dense server need not compute it again — a model tag (length byte + ASCII) and the vector
 as big-endian float16. A server uses it only if the tag names its own model.
@@ -46,6 +55,12 @@ PROTOCOLS = ("tcp", "udp")
 CLASSIC_UDP_SIZE = 512
 DEFAULT_EDNS_SIZE = 1232
 MAX_MESSAGE_SIZE = 65535
+
+
+#: Characters of intent text a QNAME carries (words past it are dropped): with K, the
+#: service labels and a zone of up to 100 characters the name stays under 255 octets.
+QNAME_INTENT_MAX = 120
+_LABEL_MAX = 63
 
 
 class IntentError(ValueError):
@@ -252,3 +267,97 @@ def parse_tool_name(name: str | DNSLabel) -> ToolQuery | None:
     if not head or head.startswith("_"):
         return None
     return ToolQuery(svc[1:], proto[1:], f"{head}.{rest}", cursor)
+
+
+def intent_words(text: str) -> list[str]:
+    """The intent as QNAME words: lower-case letters and digits (anything else splits)."""
+    out, word = [], []
+    for ch in text.lower():
+        if ch.isascii() and ch.isalnum():
+            word.append(ch)
+        elif word:
+            out.append("".join(word))
+            word = []
+    if word:
+        out.append("".join(word))
+    return out
+
+
+def intent_labels(text: str) -> list[str]:
+    """The intent's words packed into hyphen-joined labels of at most 63 characters, at
+    most :data:`QNAME_INTENT_MAX` characters in all (cut at a word; a longer word is cut).
+    Raises ValueError for an intent without a letter or digit."""
+    labels: list[str] = []
+    used = 0
+    for word in intent_words(text):
+        word = word[:_LABEL_MAX]
+        if labels and len(labels[-1]) + 1 + len(word) <= _LABEL_MAX:
+            extra, join = 1 + len(word), True
+        else:
+            extra, join = len(word) + (1 if labels else 0), False  # a dot between labels
+        if used + extra > QNAME_INTENT_MAX:
+            break
+        used += extra
+        if join:
+            labels[-1] += "-" + word
+        else:
+            labels.append(word)
+    if not labels:
+        raise ValueError(f"intent {text!r} has no letters or digits to put in a name")
+    return labels
+
+
+def intent_qname(intent: str, k: int, service: str = "mcp", zone: str = "tools.",
+                 proto: str = "tcp") -> str:
+    """The intent carried in the name: ``k3.weather-forecast._mcp._tcp.tools.``."""
+    if not 0 <= k <= 255:
+        raise ValueError(f"K must be 0..255, got {k}")
+    zone = normalise(zone)
+    return ".".join([f"k{k}", *intent_labels(intent), f"_{service}", f"_{proto}"]) + (
+        "." + zone if zone != "." else ".")
+
+
+class IntentName(NamedTuple):
+    """An intent-carrying name split into its parts (relative to the zone it is under)."""
+
+    k: int
+    text: str  # the words, space-separated
+    service: str
+    proto: str
+    labels: tuple[str, ...]  # the intent labels as they appear in the name
+
+
+def parse_intent_labels(relative: Sequence[str]) -> IntentName | None:
+    """``[k3, words…, _svc, _proto]`` (the labels below a zone apex) as an intent name, or
+    None: any other shape, or fewer labels (the empty non-terminals above one)."""
+    if len(relative) < 4:
+        return None
+    head, svc, proto = relative[0], relative[-2], relative[-1]
+    if (len(head) < 2 or head[0] != "k" or not head[1:].isdigit() or len(head) > 4
+            or not svc.startswith("_") or not proto.startswith("_")
+            or len(svc) < 2 or len(proto) < 2):
+        return None
+    words = relative[1:-2]
+    if any(not w or w.startswith("_") for w in words):
+        return None
+    k = int(head[1:])
+    if k > 255:
+        return None
+    return IntentName(k, " ".join(w.replace("-", " ") for w in words), svc[1:], proto[1:],
+                      tuple(words))
+
+
+def parse_intent_qname(name: str | DNSLabel, zone: str) -> IntentName | None:
+    """:func:`parse_intent_labels` for a full name under ``zone`` (None if not under it)."""
+    name, zone = normalise(name), normalise(zone)
+    if not is_subdomain(name, zone) or name == zone:
+        return None
+    relative = name[: len(name) - len(zone)] if zone != "." else name
+    return parse_intent_labels(relative.rstrip(".").split("."))
+
+
+def retarget(intent: IntentName, zone: str) -> str:
+    """The same intent name under another zone (a CNAME target one level down)."""
+    zone = normalise(zone)
+    return ".".join([f"k{intent.k}", *intent.labels, f"_{intent.service}",
+                     f"_{intent.proto}"]) + ("." + zone if zone != "." else ".")

@@ -198,7 +198,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         return _query_via_resolver(args, manifest["resolver"]["address"], port, code)
     zone_of = {m["address"]: m["zone"] for m in manifest["servers"]}
     config = ResolverConfig(dns_port=port, option_code=code, beam=args.beam,
-                            search=args.search, merge=args.merge)
+                            search=args.search, merge=args.merge, mode=args.mode)
     resolver = RecursiveResolver(manifest["root_hints"], random.Random(args.seed), config)
     request = Discovery(args.intent, service=args.service, k=args.k, start=args.start,
                         beam=args.beam)
@@ -245,17 +245,23 @@ def print_walk(result: Any, zone_of: dict[str, str] | None = None) -> None:
 
 
 def _query_via_resolver(args: argparse.Namespace, address: str, port: int, code: int) -> int:
-    """A plain stub query with the intent option, as any DNS client would send it."""
+    """A plain stub query with the intent option (or, ``--mode qname``, in the name), as any
+    DNS client would send it."""
     import random
     import socket
 
     from dnslib import QTYPE, DNSHeader, DNSQuestion, DNSRecord
 
-    from nodes.wire import Intent, cursor_name, opt_record
+    from nodes.wire import Intent, cursor_name, intent_qname, opt_record
 
     query = DNSRecord(DNSHeader(id=random.Random(args.seed).randrange(1, 65536), rd=1))
-    query.add_question(DNSQuestion(cursor_name(args.service, args.start), QTYPE.SRV))
-    query.add_ar(opt_record(Intent(args.intent, k=args.k), code))
+    if args.mode == "qname":
+        query.add_question(DNSQuestion(intent_qname(args.intent, args.k, args.service,
+                                                    args.start), QTYPE.SRV))
+        query.add_ar(opt_record(None, code))
+    else:
+        query.add_question(DNSQuestion(cursor_name(args.service, args.start), QTYPE.SRV))
+        query.add_ar(opt_record(Intent(args.intent, k=args.k), code))
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.settimeout(args.timeout)
         sock.sendto(query.pack(), (address, port))
@@ -727,6 +733,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="send one stub query to the served resolver instead of walking here")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds (--via-resolver)")
     p.add_argument("--seed", type=int, default=0, help="query IDs of the walk")
+    p.add_argument("--mode", choices=["aware", "qname"], default="aware",
+                   help="aware: cursor names with the intent option; qname: the intent in "
+                   "the query name (k3.<words>._mcp._tcp.tools.), CNAMEs followed, as a "
+                   "stock resolver does it")
 
     def scenario_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--seed", type=int, help="override the file's seed")

@@ -94,6 +94,7 @@ def build_hierarchy(
     encoder: CachedEncoder | None = None,
     packet_cache: int = 4096,
     packet_cache_bytes: int = 16 * 1024 * 1024,
+    cname_referral: bool = True,
 ) -> Hierarchy:
     """One :class:`AuthoritativeServer` per (zone, replica) (``packet_cache``: replies each
     server keeps for repeated queries, 0 for none, within ``packet_cache_bytes``); they
@@ -122,7 +123,7 @@ def build_hierarchy(
             servers[ref.address] = AuthoritativeServer(
                 [zone], scorer=own, option_code=option_code, max_udp_size=max_udp_size,
                 name=ref.host, packet_cache=packet_cache,
-                packet_cache_bytes=packet_cache_bytes)
+                packet_cache_bytes=packet_cache_bytes, cname_referral=cname_referral)
             zone_of[ref.address] = zone.name
             manifest.append({"role": role, "zone": zone.name, "host": ref.host,
                              "address": ref.address, "org": zone.org})

@@ -26,6 +26,7 @@ from nodes.agent import StubAgent, StubResult
 from nodes.registry_client import RegistryAgent, RegistryConfig, RegistryResult
 from nodes.resolver import Discovery, DiscoveryResult, ResolverConfig
 from nodes.scoring import CachedEncoder, default_encoder
+from nodes.wire import parse_intent_qname
 from nodes.zone import Ttls
 from sim.accounting import TcpModel, WireCost, http_cost, keepalive_acks, steps_cost
 from sim.atomic import OutputError, Staging, check_output, output_dir
@@ -190,7 +191,8 @@ def scenario_hierarchy(sc: Scenario, ns: Namespace) -> Hierarchy:
                                 encoder=namespace_encoder(sc),
                                 packet_cache=(sc.caches.packet_cache_size
                                               if sc.caches.packet_cache else 0),
-                                packet_cache_bytes=sc.caches.packet_cache_bytes)
+                                packet_cache_bytes=sc.caches.packet_cache_bytes,
+                                cname_referral=sc.namespace.cname_referral)
     if (encoder := namespace_encoder(sc)) is not None:
         save_encoder_cache(encoder)  # the tools' embeddings, for the next run (disk cache)
     return hierarchy
@@ -240,7 +242,8 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
         resolver = (network.resolvers[network.agent_resolver[i]], dns_port)
         plan.agents[ip] = StubAgent(resolver, plan.make_rng(f"agent{i}"), name=ip,
                                     option_code=hierarchy.option_code,
-                                    timeout=sc.agents.timeout, attempts=sc.agents.attempts)
+                                    timeout=sc.agents.timeout, attempts=sc.agents.attempts,
+                                    style="qname" if scheme.mode == "qname" else "option")
     start = start_zone(sc.model_copy(update={"trust": trust}), ns)
     if scheme.kind != "tooldns":
         _registry_agents(sc, scheme, ns, plan, network)
@@ -291,13 +294,22 @@ def _candidates(ns: Namespace) -> dict[tuple[str, str], int]:
 
 def _walk_examined(walk: DiscoveryResult, zone_of: dict[str, str],
                    cand: dict[tuple[str, str], int]) -> int:
+    """Items the servers scored for a walk: per answered cursor query (option) or
+    intent-in-the-name query at the zone the server holds, that zone's candidates."""
     total = 0
     for step in walk.steps:
-        if not step.with_intent or step.rtt is None or step.qtype != "SRV":
+        if step.rtt is None:
             continue
         zone = zone_of.get(step.server[0])
-        if zone is not None and f"._{zone}" in f".{step.qname}":  # the cursor stands here
-            total += cand.get((zone, walk.request.service), 0)
+        if zone is None:
+            continue
+        if step.with_intent and step.qtype == "SRV":
+            if f"._{zone}" in f".{step.qname}":  # the cursor stands here
+                total += cand.get((zone, walk.request.service), 0)
+        elif step.qname.startswith("k"):
+            named = parse_intent_qname(step.qname, zone)
+            if named is not None:
+                total += cand.get((zone, named.service), 0)
     return total
 
 
@@ -330,7 +342,7 @@ def query_record(sc: Scenario, engine: str, scheme: SchemeSpec, job: Job, stub: 
         "hit_at_1": bool(returned) and returned[0] in truth,
         "hit_at_k": bool(truth & set(returned)),
         "tools_examined": sum(_walk_examined(w, zone_of, cand) for w in walks),
-        "round_trips": sum(w.rounds for w in walks),
+        "round_trips": _round_trips(walks, stub),
         "exchanges": len(steps),
         "stub_attempts": len(stub.steps),
         "sent_s": round(stub.sent, 9),
@@ -396,6 +408,17 @@ def registry_record(sc: Scenario, engine: str, scheme: SchemeSpec, job: Job,
         "rcode": str(res.steps[-1].status or "") if res.steps else "",
         "error": res.error or "",
     }
+
+
+def _round_trips(walks: list[DiscoveryResult], stub: StubResult) -> int:
+    """Sequential upstream rounds: the walks' rounds, counting the parallel A queries of a
+    qname-style agent's second round once (their longest walk)."""
+    if not stub.a_ids:
+        return sum(w.rounds for w in walks)
+    a_ids = set(stub.a_ids)
+    first = sum(w.rounds for w in walks if w.client is None or w.client[1] not in a_ids)
+    return first + max((w.rounds for w in walks
+                        if w.client is not None and w.client[1] in a_ids), default=0)
 
 
 def stub_walks(output: EngineOutput, agent_ip: str, stub: StubResult) -> list[DiscoveryResult]:

@@ -119,6 +119,10 @@ class NamespaceSpec(_Model):
                                   "disk here (relative to where tooldns runs)")
     max_udp_size: int = Field(1232, ge=512, le=65535, description="bytes: the servers' "
                               "EDNS UDP payload limit (larger replies are truncated, TC)")
+    cname_referral: bool = Field(True, description="intent-in-the-name answers (resolver "
+                                 "mode qname) carry the next zone's delegation beside the "
+                                 "CNAME (else resolvers ask for it: one more exchange per "
+                                 "level when cold)")
     rogue: RogueSpec | None = Field(None, description="a rogue publisher's look-alike tools")
     dnssec: bool = Field(False, description="sign every zone (replies to DO queries carry "
                          "RRSIG/DS/DNSKEY)")
@@ -195,8 +199,11 @@ class SchemeSpec(_Model):
         "round-robin", description="order the leaves' tools round-robin or by score")
     send_embedding: bool = Field(False, description="send the intent's embedding with "
                                  "every semantic query (namespace.scorer: dense)")
-    mode: Literal["aware", "strip", "pass-through"] = Field(
-        "aware", description="resolver behaviour towards the intent option")
+    mode: Literal["aware", "strip", "pass-through", "qname"] = Field(
+        "aware", description="resolver behaviour: aware (walks cursors with the intent "
+        "option), strip / pass-through (unmodified resolvers dropping or forwarding the "
+        "option), qname (unmodified resolver, the intent carried in the query name and the "
+        "servers' CNAME chain followed: the deployable design)")
     cache: bool = Field(True, description="the resolver caches referrals and answers")
     query_mock: bool = Field(True, description="the resolver answers repeated intents "
                              "from cache (per intent text)")
@@ -246,6 +253,16 @@ class SchemeSpec(_Model):
             for name in ("serve_stale", "dnssec"):
                 if getattr(self, name):
                     raise ValueError(f"{name}: applies to tooldns schemes only")
+        if self.mode == "qname":  # a stock resolver follows one CNAME chain, no option
+            if self.k == 0:
+                raise ValueError("k: mode qname needs K ≥ 1 (one CNAME chain to a leaf, "
+                                 "its top-K tools)")
+            for name, default in (("warm", False), ("beam", 1), ("search", "split"),
+                                  ("merge", "round-robin"), ("send_embedding", False),
+                                  ("dnssec", False)):
+                if getattr(self, name) != default:
+                    raise ValueError(f"{name}: does not apply to mode qname (a stock "
+                                     f"resolver following one CNAME chain)")
         return self
 
     @model_validator(mode="after")

@@ -19,7 +19,13 @@ import dns.query
 import dns.rdatatype
 import pytest
 
-from nodes.wire import DEFAULT_OPTION_CODE, SCORES_OPTION_CODE, Intent, decode_scores
+from nodes.wire import (
+    DEFAULT_OPTION_CODE,
+    SCORES_OPTION_CODE,
+    Intent,
+    decode_scores,
+    intent_qname,
+)
 from topologies.namespace import synthetic
 
 pytestmark = [pytest.mark.live, pytest.mark.interop]
@@ -156,6 +162,47 @@ def test_dig_through_resolver(served) -> None:
     answers = _section(out, "ANSWER")
     assert 1 <= len(answers) <= 3
     assert ns.tools[query.truth[0]].target in {a.split()[-1] for a in answers}
+
+
+@needs_dig
+def test_dig_intent_in_the_name_follows_the_cname_chain(served) -> None:
+    """The deployable form: no option, the intent in the QNAME. The served resolver follows
+    the servers' CNAMEs as any resolver would; dig +trace-like checks on each hop."""
+    manifest, ns, _ = served
+    query = next(q for q in ns.queries if q.service == "mcp")
+    name = intent_qname(query.text, 3)
+    out = dig(f"@{manifest['resolver']['address']}", name, "SRV")
+    answers = _section(out, "ANSWER")
+    cnames = [a.split() for a in answers if a.split()[3] == "CNAME"]
+    assert cnames and cnames[0][0] == name and len(cnames) == NS_ARGS["depth"]
+    for (_, _, _, _, target), nxt in zip(cnames, [*cnames[1:], None], strict=True):
+        assert nxt is None or nxt[0] == target  # each CNAME leads to the next owner
+    srv = [a.split() for a in answers if a.split()[3] == "SRV"]
+    assert 1 <= len(srv) <= 3 and {a[0] for a in srv} == {cnames[-1][-1]}
+    assert ns.tools[query.truth[0]].target in {a[-1] for a in srv}
+    # each hop alone, asked of the zone's own server without recursion: AA and a CNAME
+    zone = "tools."
+    hop = dig(f"@{_server(manifest, zone)}", name, "SRV", "+norec")
+    assert re.search(r"flags: qr aa", hop)
+    assert [a.split()[3] for a in _section(hop, "ANSWER")] == ["CNAME"]
+
+
+def test_dnspython_resolves_the_intent_in_the_name(served) -> None:
+    manifest, ns, path = served
+    query = next(q for q in ns.queries if q.service == "a2a")
+    msg = dns.message.make_query(intent_qname(query.text, 2, "a2a"), dns.rdatatype.SRV)
+    reply = dns.query.udp(msg, manifest["resolver"]["address"], port=PORT, timeout=5)
+    chain = [rrset for rrset in reply.answer if rrset.rdtype == dns.rdatatype.CNAME]
+    srv = [rrset for rrset in reply.answer if rrset.rdtype == dns.rdatatype.SRV]
+    assert len(chain) == NS_ARGS["depth"] and srv and len(srv[0]) <= 2
+    assert ns.tools[query.truth[0]].target in {r.target.to_text() for r in srv[0]}
+    out = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "query", query.text, "--service", "a2a", "-k", "2",
+         "--mode", "qname", "--manifest", str(path)], capture_output=True, text=True,
+        timeout=60, env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert intent_qname(query.text, 2, "a2a") in out.stdout
+    assert ns.tools[query.truth[0]].target in out.stdout
 
 
 def _dnspython_query(ns, manifest, tcp: bool) -> dns.message.Message:
