@@ -92,6 +92,7 @@ from nodes.wire import (
     is_subdomain,
     normalise,
     parse_intent_labels,
+    parse_intent_qname,
     parse_tool_name,
     retarget,
 )
@@ -381,7 +382,10 @@ class AuthoritativeServer:
         if self.signer is not None and view.opt_udp is not None and view.opt_ttl & 0x8000:
             limit = (min(max(CLASSIC_UDP_SIZE, view.opt_udp), self.max_udp_size)
                      if transport == "udp" else MAX_MESSAGE_SIZE)
-            out = self.signer.sign_reply(out, limit)
+            nodata = (reply.rcode == NOERROR and not reply.answer and bool(reply.authority)
+                      and reply.authority[0].rtype == SOA)
+            out = self.signer.sign_reply(out, limit,
+                                         self._types_at(view.qname) if nodata else None)
             counts["signed"] += 1
         counts["tx_bytes"] += len(out)
         if key is not None and kind != "internal_error":
@@ -684,6 +688,19 @@ class AuthoritativeServer:
             for rec in rrs:
                 additional.extend((state.node(rec.rdata[-1]) or {}).get(A, ()))
         return "standard", _Reply(NOERROR, True, rrs, (), additional)
+
+    def _types_at(self, qname: str) -> tuple[int, ...]:
+        """Record types the name has (for a NODATA proof): its records, SRV for an intent
+        name at a leaf, none for an empty non-terminal."""
+        state = self._find_zone(qname)
+        if state is None:
+            return ()
+        node = state.node(qname)
+        if node:
+            return tuple(t for t, rrs in node.items() if rrs)
+        if state.leaf and parse_intent_qname(qname, state.name) is not None:
+            return (SRV,)
+        return ()
 
     def _named_intent(self, state: _ZoneState, qname: str, qtype: int) -> tuple[str, _Reply]:
         """A name the zone does not hold: an intent carried in the name (CNAME one level

@@ -14,10 +14,13 @@
   zone's servers answer for them and sign with its key. Standard DNSSEC would want the
   signer to be the zone containing the owner name; validation here checks the signer is
   the zone that was asked (the walk's bailiwick), the ToolDNS reading of that rule.
+* NODATA replies (empty non-terminals included) carry an NSEC record owned by the
+  question's name that covers nothing else (RFC 4470 style), listing the types the name has,
+  so stock validators accept the denial; NXDOMAIN has no proof (no NSEC chain).
 * Validation helpers (:func:`check_dnskey`, :func:`check_answer`) are what the resolver
   runs: DNSKEY against the DS from the parent (or the trust anchor), RRSIGs with the
-  zone's validated key, DS of every child a referral names. Denial of existence (NSEC)
-  is not implemented: a delegation without a signed DS is refused, every zone being signed.
+  zone's validated key, DS of every child a referral names. Our resolver does not check
+  denial of existence: a delegation without a signed DS is refused, every zone being signed.
 
 Signature validity is fixed (2026-01-01 for ten years) and validation uses a fixed clock
 inside it: node time in a run is virtual and starts at zero. Signing and verification
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Sequence
 
 import dns.dnssec
 import dns.exception
@@ -52,8 +56,9 @@ INCEPTION = 1_767_225_600  # 2026-01-01T00:00:00Z
 EXPIRATION = INCEPTION + 10 * 365 * 86_400
 VALIDATION_TIME = INCEPTION + 86_400.0
 KEY_TTL = 86_400
-DNSKEY, DS, RRSIG, NS, SOA = (dns.rdatatype.DNSKEY, dns.rdatatype.DS, dns.rdatatype.RRSIG,
-                              dns.rdatatype.NS, dns.rdatatype.SOA)
+DNSKEY, DS, RRSIG, NS, SOA, NSEC = (dns.rdatatype.DNSKEY, dns.rdatatype.DS,
+                                    dns.rdatatype.RRSIG, dns.rdatatype.NS, dns.rdatatype.SOA,
+                                    dns.rdatatype.NSEC)
 ED25519 = 15
 IN = dns.rdataclass.IN
 
@@ -113,6 +118,15 @@ def verify_rrset(rrset: dns.rrset.RRset, sigs: dns.rrset.RRset, signer: dns.name
     raise BogusError("no RRSIG verifies with the zone's key")
 
 
+def _nsec(name: dns.name.Name, types: Sequence[int], ttl: int) -> dns.rrset.RRset:
+    """NSEC at ``name`` listing ``types`` (plus RRSIG and NSEC), next name ``\\000.name``:
+    it covers no other name."""
+    listed = sorted({*types, RRSIG, NSEC})
+    text = "\\000." + name.to_text() + " " + " ".join(
+        dns.rdatatype.to_text(t) for t in listed)
+    return dns.rrset.from_rdata(name, ttl, dns.rdata.from_text(IN, NSEC, text))
+
+
 def ds_of(zone: str, seed: str):  # -> dns.rdtypes.ANY.DS.DS
     """The DS record a parent publishes for ``zone`` (SHA-256 digest of its DNSKEY)."""
     return dns.dnssec.make_ds(normalise(zone), dnskey_of(zone_key(seed, zone)), "SHA256")
@@ -153,8 +167,15 @@ class ZoneSigner:
             self._ds[text] = ds_of(text, self.seed)
         return dns.rrset.from_rdata(child, ttl, self._ds[text])
 
-    def sign_reply(self, wire: bytes, limit: int) -> bytes:
-        """The reply with RRSIG/DS/DNSKEY added; TC when it no longer fits ``limit``."""
+    def sign_reply(self, wire: bytes, limit: int,
+                   nodata_types: Sequence[int] | None = None) -> bytes:
+        """The reply with RRSIG/DS/DNSKEY added; TC when it no longer fits ``limit``.
+
+        ``nodata_types``: the reply is NODATA and these types exist at the name (none for
+        an empty non-terminal); an NSEC record owned by the name and covering nothing
+        else (next name ``\\000.<name>``, as RFC 4470 online signers do) proves which types
+        do not, so validators accept the denial (PowerDNS asks DS at every empty
+        non-terminal on the way down)."""
         msg = dns.message.from_wire(wire)
         if msg.flags & dns.flags.TC or not msg.question:
             return wire
@@ -173,6 +194,11 @@ class ZoneSigner:
         for rrset in answer:
             msg.answer.append(self._rrsig(rrset, zone))
         authority = list(msg.authority)
+        if nodata_types is not None and not answer and msg.rcode() == 0:
+            soa = next((r for r in authority if r.rdtype == SOA), None)
+            if soa is not None:
+                nsec = _nsec(q.name, nodata_types, soa.ttl)
+                msg.authority += [nsec, self._rrsig(nsec, zone)]
         for rrset in authority:
             if rrset.rdtype == NS and rrset.name != origin:  # a delegation: its DS, signed
                 ds = self._ds_rrset(rrset.name, rrset.ttl)

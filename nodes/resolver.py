@@ -305,7 +305,7 @@ class RecursiveResolver:
         self._srv = table("srv")  # (zone, svc, proto, intent, k) -> [Endpoint]
         self._addr = table("addr")  # target -> address
         self._negative = table("negative")  # (qname, qtype) -> True
-        self._answers = table("answers")  # qname mode: (qname, qtype) -> [RR] (CNAME too)
+        self._answers = table("answers")  # plain names: (qname, qtype) -> [RR] (CNAME too)
         self._keys = table("keys")  # zone -> validated DNSKEY rdataset (DNSSEC)
         self._ds = table("ds")  # zone -> DS records validated in its parent
         self._pending: dict[int, _Pending] = {}
@@ -920,15 +920,17 @@ class RecursiveResolver:
 
     def _iterate(self, qname: str, qtype: int, intent: Intent | None, result: DiscoveryResult):
         """Plain iterative resolution of a literal name, as an unmodified resolver does:
-        referrals towards the name, CNAMEs followed (at most :data:`MAX_CNAMES`); in
-        ``qname`` mode every CNAME and answer RRset is cached by (name, type)."""
+        referrals towards the name, CNAMEs followed (at most :data:`MAX_CNAMES`); unless an
+        option is forwarded (pass-through), every CNAME and answer RRset is cached by
+        (name, type). With ``dnssec`` every reply is validated with the key of the zone
+        asked (a positive answer then earns the client AD; denials are not checked)."""
         qname = normalise(qname)
         neg = self._get(self._negative, (qname, qtype))
         if neg is not None:
             result.cache["negative_hit"] += 1
             result.rcode = "NXDOMAIN"
             return None, "NXDOMAIN"
-        answers = self.config.mode == "qname"
+        answers = intent is None  # the answer depends on the name alone: cache it by name
         chain: list[RR] = []  # CNAME records followed so far
         known: dict[str, tuple[Address, ...]] = {}
         bailiwick, servers = self._servers_for(qname, known)
@@ -947,7 +949,11 @@ class RecursiveResolver:
                     qname = normalise(cname[0].rdata.label)  # type: ignore[index]
                     bailiwick, servers = self._servers_for(qname, known)
                     continue
+            if self.config.dnssec:  # the zone's key first, checked against its DS
+                yield from self._fetch_keys({bailiwick: servers}, result)
             (reply,) = yield [Ask(qname, qtype, servers, intent)]
+            if self.config.dnssec and reply.msg is not None:
+                reply = self._validated(reply, bailiwick, result)
             msg = reply.msg
             if msg is None:
                 result.rcode = "SERVFAIL"
@@ -1112,10 +1118,16 @@ class RecursiveResolver:
         query, src, transport = task.client  # type: ignore[misc]
         result = task.result
         assert result is not None
+        # AD (RFC 4035 §3.2.3, RFC 6840 §5.7): a validated walk, to a client that set DO or AD
+        value = task.value
+        authentic = self.config.dnssec and result.bogus == 0 and result.error is None and (
+            bool(value.rr) if isinstance(value, Message | DNSRecord) else bool(result.endpoints))
         if isinstance(query, QueryView):
             if not isinstance(task.value, Message | DNSRecord):
                 wire = self._fast_answer(query, result, transport)
                 if wire is not None:
+                    if authentic and (query.flags & 0x20 or query.opt_ttl & 0x8000):
+                        wire = _set_ad(wire)
                     self._out.append(Outgoing(wire, src, transport, reply=True))
                     return
             query = DNSRecord.parse(task.client_wire)  # the rare shapes: dnslib
@@ -1140,8 +1152,11 @@ class RecursiveResolver:
             reply.header.rcode = RC_SERVFAIL if result.rcode != "NXDOMAIN" else RC_NXDOMAIN
         elif result.rcode == "NXDOMAIN":
             reply.header.rcode = RC_NXDOMAIN
-        self._out.append(Outgoing(self._fit_client(query, reply, transport), src, transport,
-                                  reply=True))
+        wire = self._fit_client(query, reply, transport)
+        opt = find_opt(query)
+        if authentic and (query.header.ad or (opt is not None and opt.ttl & 0x8000)):
+            wire = _set_ad(wire)
+        self._out.append(Outgoing(wire, src, transport, reply=True))
 
     def _fast_answer(self, query: QueryView, result: DiscoveryResult, transport: Transport
                      ) -> bytes | None:
@@ -1192,6 +1207,11 @@ def _client_reply(query: DNSRecord, rcode: int) -> DNSRecord:
     for q in query.questions[:1]:
         reply.add_question(DNSQuestion(q.qname, q.qtype, q.qclass))
     return reply
+
+
+def _set_ad(wire: bytes) -> bytes:
+    """The message with the AD (authentic data) flag set."""
+    return bytes(wire[:3]) + bytes([wire[3] | 0x20]) + bytes(wire[4:])
 
 
 def _chained(chain: list[RR], final: DNSRecord | Message | list[RR]) -> DNSRecord:

@@ -620,6 +620,12 @@ def cmd_export_zones(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_recursors(args: argparse.Namespace) -> int:
+    from sim.recursors import run
+
+    return run(args)
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from sim.schema import json_schema, markdown_reference
 
@@ -640,6 +646,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "schema": cmd_schema,
     "export-zones": cmd_export_zones,
     "report": cmd_report,
+    "recursors": cmd_recursors,
 }
 
 
@@ -658,7 +665,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 def build_parser() -> argparse.ArgumentParser:
     from analysis.report import DESCRIPTION as report_description
     from analysis.report import add_arguments as add_report_arguments
-    from sim import export  # light (like analysis.report): work imports what it needs
+    from sim import export, recursors  # light (like analysis.report): work imports later
     from sim.provenance import version
 
     common = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
@@ -713,6 +720,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("export-zones", export.HELP, export.DESCRIPTION)
     export.add_arguments(p)
+
+    p = command("recursors", recursors.HELP, recursors.DESCRIPTION)
+    recursors.add_arguments(p)
 
     p = command("query", "discover tools through a served hierarchy",
                 "Walk a hierarchy started by `tooldns serve` for one intent and print every "

@@ -40,7 +40,6 @@ row by hand.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -80,9 +79,6 @@ DESCRIPTION = (
     "it one at a time, send each the same stub queries (cursor walk with the intent option, "
     "qname walk, expanded SRV, A, DNSSEC) and print what works and what it cost upstream. "
     "Needs root (unshare --net, port 53) and the resolvers' binaries (bash .ci/setup).")
-
-Cell = Literal["yes", "no", "skip", "not installed", "failed"]
-
 
 class RecursorError(Exception):
     """The matrix could not run (not root, no unshare, the namespace child failed)."""
@@ -303,12 +299,21 @@ SPECS: dict[str, Spec] = {s.name: s for s in (
 # ------------------------------------------------------------------ a running resolver
 
 
-def _die_with_parent() -> None:
-    """preexec_fn: SIGKILL this child when the process that started it dies (Linux)."""
+def _die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """preexec_fn: send this child ``sig`` when the process that started it dies (Linux
+    PR_SET_PDEATHSIG), so no resolver outlives an interrupted run."""
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)
+
+
+def _term_with_parent() -> None:
+    _die_with_parent(signal.SIGTERM)  # the namespace child cleans up on SIGTERM
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # asyncio.run cancels, the finally blocks stop every process
 
 
 class Running:
@@ -510,10 +515,13 @@ def upstream_cost(packets: Sequence[Packet], w: Window, zone_of: dict[str, str])
 
 def minimised(asked: Sequence[str], qname: str) -> bool:
     """Whether qname minimisation shows: a name asked that is a proper ancestor of
-    ``qname`` (BIND's and Unbound's ``_.`` probes included), other than the root."""
+    ``qname`` (BIND's and Unbound's ``_.`` probes included), other than the root; DNSKEY and
+    DS questions (a validator's, at zone apexes and cuts) do not count."""
     qname = qname.lower()
     for line in asked:
-        name = line.split()[0]
+        name, qtype = line.split()[:2]
+        if qtype in ("DNSKEY", "DS"):
+            continue
         name = name[2:] if name.startswith("_.") and name != "_." else name
         if name not in (".", qname) and qname.endswith("." + name):
             return True
@@ -547,6 +555,8 @@ class Context:
 
 async def restart_aware(ctx: Context) -> None:
     """A fresh aware resolver on 127.0.53.1 (cold cache; validating in the DNSSEC variant)."""
+    import asyncio
+
     from nodes.resolver import ResolverConfig
     from sim.live import NodeEndpoint
 
@@ -573,6 +583,8 @@ class Prober:
 
     async def probe(self, key: str, qname: str, qtype: str, intent: str | None = None,
                     do: bool = False) -> Answer:
+        import asyncio
+
         from nodes.wire import Intent
 
         w = Window(f"{self.name}:{key}", time.time(), clients=self.clients,
@@ -590,6 +602,8 @@ class Prober:
 async def _ready(server: str, running: Running | None) -> str | None:
     """Wait until ``server`` answers ``version.bind. CH TXT`` (any answer, an error too: it
     is listening; the class keeps recursors from asking the hierarchy); else the error."""
+    import asyncio
+
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if running is not None and running.proc.poll() is not None:
@@ -609,7 +623,7 @@ _QUIRK = re.compile(r"error|fail|refus|lame|bogus|badvers|formerr|bailiwick|deni
                     re.I)
 _NOISE = re.compile(r"^###|within bailiwick|stats for thread|histogram|recursion processing|"
                     r"requestlist|lower\(secs\)|\[25%\]|built with|algorithms:|TKEY mode|"
-                    r"NOT using IPv6|Aggressive NSEC", re.I)
+                    r"NOT using IPv6|Aggressive NSEC|init module", re.I)
 
 
 def log_quirks(text: str, limit: int = 30, workdir: str = "") -> list[str]:
@@ -636,6 +650,8 @@ def log_quirks(text: str, limit: int = 30, workdir: str = "") -> list[str]:
 async def session(ctx: Context, spec: Spec, variant: str, label: str,
                   body: Callable[[Prober], Any], result: dict) -> bool:
     """Start ``spec`` fresh (cold cache), run ``body(prober)``, stop it; False on failure."""
+    import asyncio
+
     workdir = ctx.workdir / f"{spec.name}-{variant}-{label}"
     setup = Setup(workdir, spec.address, _root_hints(ctx.hierarchy),
                   ctx.trust_anchor, AWARE, verbose=ctx.verbose_logs)
@@ -679,7 +695,7 @@ def _root_hints(h: Hierarchy) -> list[tuple[str, str]]:
 
 def _qname_api() -> tuple[Callable[..., str] | None, str]:
     try:
-        from nodes.wire import intent_qname  # type: ignore[attr-defined]
+        from nodes.wire import intent_qname
     except ImportError:
         return None, ("nodes.wire.intent_qname is not available (the qname walk has not "
                       "landed in nodes/wire.py yet)")
@@ -705,10 +721,8 @@ def _qname_body(ctx: Context, intent_qname: Callable[..., str], do: bool = False
         i1, i2 = ctx.intents
         first = await p.probe("qname cold", intent_qname(i1, K, service=SERVICE), "SRV",
                               do=do)
-        if do:
-            return
-        await p.probe("qname warm", intent_qname(i2, K, service=SERVICE), "SRV")
-        await p.probe("qname repeat", intent_qname(i1, K, service=SERVICE), "SRV")
+        await p.probe("qname warm", intent_qname(i2, K, service=SERVICE), "SRV", do=do)
+        await p.probe("qname repeat", intent_qname(i1, K, service=SERVICE), "SRV", do=do)
         if follow:
             for n, target in enumerate(first.srv):
                 await p.probe(f"qname follow-up A {n}", target, "A")
@@ -724,7 +738,7 @@ def _plain_body(ctx: Context, do: bool = False) -> Callable[[Prober], Any]:
     return body
 
 
-def _pick(ns: Any, h: Hierarchy) -> tuple[list[str], str, str]:
+def _pick(ns: Any) -> tuple[list[str], str, str]:
     """Two intents of SERVICE, a leaf with several SERVICE tools, a target in another leaf."""
     intents = [q.text for q in ns.queries if q.service == SERVICE and q.text.strip()]
     if len(intents) < 2:  # a catalogue without its queries: the tools' own words
@@ -746,6 +760,8 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
                   workdir: Path, verbose_logs: bool = False) -> dict:
     """Inside a fresh network namespace: serve a hierarchy on port 53, run every probe
     through each resolver and our aware resolver, and return the results (JSON-able)."""
+    import asyncio
+
     from nodes.wire import expanded_name
     from sim.capture import Capture, read_packets
     from sim.hierarchy import build_hierarchy
@@ -760,7 +776,7 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
     else:
         ns = synthetic(n_tools=tools, branching=branching, depth=depth, seed=seed)
     hierarchy = build_hierarchy(ns)
-    intents, leaf, other = _pick(ns, hierarchy)
+    intents, leaf, other = _pick(ns)
     live = LiveHierarchy(hierarchy, port=PORT, resolver_address=AWARE)
     capture = Capture(workdir / "lo.pcap", f"udp port {PORT} or tcp port {PORT}",
                       snaplen=4096).start()
@@ -781,14 +797,14 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
         intent_qname, qname_skip = _qname_api()
         variants = [v for v in VARIANTS if v in variants]
         if "plain" not in variants:  # the reference answers come from the plain baseline
-            await _aware_baseline(ctx, "plain", {}, intent_qname)
+            await _aware_baseline(ctx, "plain", {})
         for variant in variants:
             if variant == "dnssec":
                 ctx.trust_anchor = sign_hierarchy(hierarchy, seed)
             else:
                 hierarchy.reset()  # unsigned
                 ctx.trust_anchor = None
-            await _aware_baseline(ctx, variant, out["aware"], intent_qname)
+            await _aware_baseline(ctx, variant, out["aware"])
             for name in resolvers:
                 spec = SPECS[name]
                 res = out["resolvers"].setdefault(name, {"status": "ok", "variants": {}})
@@ -808,7 +824,7 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
                     bodies = [("dnssec", _plain_body(ctx, do=True))]
                     if intent_qname is not None:
                         bodies.append(("dnssec-qname",
-                                       _qname_body(ctx, intent_qname, do=True)))
+                                       _qname_body(ctx, intent_qname, do=True, follow=False)))
                 for label, body in bodies:
                     if not await session(ctx, spec, variant, label, body, vres):
                         break
@@ -828,27 +844,25 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
         if w.upstreams == {AWARE}:  # a proxy: what reached the servers behind it
             behind = Window(w.name, w.start, w.end, frozenset({AWARE}), servers)
             w.behind = upstream_cost(packets, behind, zone_of)
-    qname_reason = qname_skip
     meta = {
         "namespace": ns.origin, "tools": len(ns.tools), "zones": len(ns.zones),
         "servers": len(hierarchy.servers), "intents": intents, "k": K, "service": SERVICE,
         "leaf": leaf, "expected_srv": ctx.expected_srv, "target": target,
         "expected_a": ctx.expected_a, "reference": ctx.reference,
-        "qname_walk": "available" if intent_qname is not None else qname_reason,
+        "qname_walk": "available" if intent_qname is not None else qname_skip,
         "capture": capture.tool, "packets": len(packets),
         "seconds": round(time.time() - started, 2), "variants": list(variants),
         "versions": {n: SPECS[n].version() for n in resolvers},
         "option_code": hierarchy.option_code,
     }
-    return finalise(out, meta, qname_reason)
+    return finalise(out, meta, qname_skip)
 
 
-async def _aware_baseline(ctx: Context, variant: str, out: dict,
-                          intent_qname: Callable[..., str] | None) -> None:
+async def _aware_baseline(ctx: Context, variant: str, out: dict) -> None:
     """Our aware resolver on the same probes (fresh for each group: cold caches)."""
     probes: dict[str, dict] = {}
-    groups = ([_cursor_body(ctx), _plain_body(ctx)] if variant == "plain"
-              else [_plain_body(ctx, do=True)])
+    # in the DNSSEC variant our resolver validates (DO upstream whatever the stub asks)
+    groups = [_cursor_body(ctx), _plain_body(ctx, do=variant == "dnssec")]
     for body in groups:
         await restart_aware(ctx)
         p = Prober(ctx, "aware", AWARE, frozenset({AWARE}), ctx.servers)
@@ -1043,6 +1057,7 @@ def _rows(row: dict, ref: dict, i1: str, i2: str, meta: dict, qname_reason: str)
 
 def _inside_main(argv: Sequence[str]) -> int:
     """The namespace child: loopback up, check isolation, measure, JSON to a file."""
+    import asyncio
     import socket
 
     ap = argparse.ArgumentParser(prog="sim.recursors --inside")
@@ -1058,6 +1073,7 @@ def _inside_main(argv: Sequence[str]) -> int:
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--verbose-logs", action="store_true")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     for spec in SPECS.values():  # BIND listens only on addresses an interface has
         subprocess.run(["ip", "addr", "add", f"{spec.address}/32", "dev", "lo"], check=True)
@@ -1113,14 +1129,28 @@ def run_matrix(resolvers: Sequence[str] = RESOLVERS, variants: Sequence[str] = V
                 argv += ["--catalog", str(catalog)]
             if verbose_logs:
                 argv.append("--verbose-logs")
+            # its own process group: on a timeout or an interrupt the whole group goes
+            # (the namespace child, its resolvers and its tcpdump), nothing else
+            proc = subprocess.Popen(argv, cwd=ROOT_DIR, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True, preexec_fn=_term_with_parent)
             try:
-                proc = subprocess.run(argv, cwd=ROOT_DIR, capture_output=True, text=True,
-                                      timeout=timeout, preexec_fn=_die_with_parent)
-            except subprocess.TimeoutExpired:
-                raise RecursorError(f"the namespace run took over {timeout:g} s "
-                                    f"(logs kept in {workdir})") from None
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except BaseException as exc:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.communicate(timeout=15)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.communicate()
+                if isinstance(exc, subprocess.TimeoutExpired):
+                    raise RecursorError(f"the namespace run took over {timeout:g} s "
+                                        f"(logs kept in {workdir})") from None
+                raise
             if proc.returncode != 0 or not out_json.exists():
-                tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
+                tail = "\n".join((stderr or stdout).strip().splitlines()[-25:])
                 raise RecursorError(f"the namespace run failed (status {proc.returncode}; "
                                     f"logs kept in {workdir}):\n{tail}")
             result = json.loads(out_json.read_text(encoding="utf-8"))
@@ -1266,7 +1296,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", action="store_true",
                    help="keep the temporary folder (configurations, logs, pcap)")
     p.add_argument("--verbose-logs", action="store_true",
-                   help="resolvers log every step (large logs; implies nothing else)")
+                   help="resolvers log every step (large logs, for reading; with --keep)")
     g = p.add_argument_group("namespace (small synthetic unless --catalog is given)")
     g.add_argument("--catalog", help="catalogue JSONL (e.g. ../shared/data/tools/catalog.jsonl)")
     g.add_argument("--limit", type=int, default=200, help="catalogue rows to load")
@@ -1300,8 +1330,11 @@ def run(args: argparse.Namespace) -> int:
     if args.markdown:
         print()
         print(details_markdown(result))
-        print()
-        print(cost_markdown(result))
+        for variant in result.get("aware", {}):
+            print()
+            print(f"Upstream cost ({variant}):")
+            print()
+            print(cost_markdown(result, variant))
         quirks = quirks_markdown(result)
         if quirks:
             print()
@@ -1326,7 +1359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m sim.recursors", description=DESCRIPTION,
                                 allow_abbrev=False)
     add_arguments(p)
-    return run(p.parse_args(argv))
+    args = p.parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("sim.recursors: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -258,8 +258,7 @@ class SchemeSpec(_Model):
                 raise ValueError("k: mode qname needs K ≥ 1 (one CNAME chain to a leaf, "
                                  "its top-K tools)")
             for name, default in (("warm", False), ("beam", 1), ("search", "split"),
-                                  ("merge", "round-robin"), ("send_embedding", False),
-                                  ("dnssec", False)):
+                                  ("merge", "round-robin"), ("send_embedding", False)):
                 if getattr(self, name) != default:
                     raise ValueError(f"{name}: does not apply to mode qname (a stock "
                                      f"resolver following one CNAME chain)")

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import random
 
+import dns.flags
 import dns.message
+import dns.name
 import dns.rdatatype
 import pytest
 from dnslib import QTYPE, RCODE, DNSRecord
 
 from nodes.agent import StubAgent
+from nodes.dnssec import ZoneSigner, verify_rrset
 from nodes.resolver import Discovery, ResolverConfig
 from nodes.wire import (
     QNAME_INTENT_MAX,
@@ -214,3 +217,71 @@ def test_agent_puts_the_intent_in_the_name_and_asks_for_addresses(ns, hierarchy)
     assert all(e.address for e in stub.endpoints)
     truth = {(t.target, t.address) for t in ns.tools.values()}
     assert {(e.target, e.address) for e in stub.endpoints} <= truth
+
+
+# ------------------------------------------------------------------ DNSSEC
+
+
+def test_signed_nodata_at_an_empty_non_terminal_carries_an_nsec_proof(ns):
+    """What PowerDNS Recursor needs to accept ``_tcp.tools. DS`` (no NSEC chain here)."""
+    h = build_hierarchy(ns, scorer="bm25")
+    sign_hierarchy(h, 4)
+    address = next(a for a, z in sorted(h.zone_of.items()) if z == "tools.")
+    signer = h.servers[address].signer
+    for name, qtype, types in (("_tcp.tools.", "DS", {"RRSIG", "NSEC"}),
+                               ("_mcp._tcp.tools.", "A", {"RRSIG", "NSEC"}),
+                               ("tools.", "SRV", {"SOA", "NS", "TXT", "RRSIG", "NSEC"})):
+        wire = dns.message.make_query(name, qtype, want_dnssec=True).to_wire()
+        msg = dns.message.from_wire(h.servers[address].handle(wire, SRC, 0.0))
+        assert msg.rcode() == 0 and not msg.answer
+        (nsec,) = [r for r in msg.authority if r.rdtype == dns.rdatatype.NSEC]
+        assert nsec.name.to_text() == name
+        assert nsec[0].next.to_text() == "\\000." + name  # covers no other name
+        listed = {dns.rdatatype.to_text(t) for w, bits in nsec[0].windows
+                  for t in _bitmap(w, bits)}
+        assert listed == types and qtype not in listed
+        sigs = next(r for r in msg.authority if r.rdtype == dns.rdatatype.RRSIG
+                    and r.covers == dns.rdatatype.NSEC)
+        verify_rrset(nsec, sigs, dns.name.from_text("tools."), [signer.dnskeys["tools."]])
+    # NXDOMAIN stays without a proof, and unsigned replies never get one
+    plain = ask(h, "tools.", "_tcp.tools.", "A")
+    assert not [rr for rr in plain.auth if rr.rtype == QTYPE.NSEC]
+
+
+def _bitmap(window: int, bits: bytes) -> list[int]:
+    return [window * 256 + i * 8 + j for i, byte in enumerate(bits) for j in range(8)
+            if byte & (0x80 >> j)]
+
+
+def test_qname_mode_validates_the_chain_and_sets_ad(ns):
+    h = build_hierarchy(ns, scorer="bm25", packet_cache=0)  # re-signed below: no stale replies
+    anchor = sign_hierarchy(h, 5)
+    config = ResolverConfig(mode="qname", dnssec=True, trust_anchor=anchor)
+    net = MemoryNetwork(h, h.resolver(seed=1, config=config))
+    query = ns.queries[4]
+    net.resolver.discover(Discovery(query.text, service=query.service, k=2), net.now)
+    (result,) = net.run()
+    assert result.endpoints and result.bogus == 0 and result.error is None
+    assert net.resolver.stats["dnssec_secure"] >= 4  # tools., two levels, the leaf's SRV
+    assert {s.qtype for s in result.steps} >= {"DNSKEY", "SRV", "A"}
+    # a stub asking with DO gets AD on the (validated) CNAME chain
+    replies: list = []
+    drain = net.resolver.to_send
+    net.resolver.to_send = lambda: [o for o in drain() if not (o.reply and replies.append(o))]
+    other = ns.queries[5]
+    wire = dns.message.make_query(intent_qname(other.text, 2, other.service), "SRV",
+                                  want_dnssec=True).to_wire()
+    net.resolver.receive(wire, AGENT, net.now)
+    net.run()
+    (out,) = replies
+    msg = dns.message.from_wire(out.data)
+    assert msg.flags & dns.flags.AD and any(r.rdtype == dns.rdatatype.SRV for r in msg.answer)
+    # a leaf signing with a key its parent did not publish: bogus, nothing returned
+    leaf = result.endpoints[0].zone
+    for address, zone in h.zone_of.items():
+        if zone == leaf:
+            h.servers[address].signer = ZoneSigner("another seed", [zone])
+    net = MemoryNetwork(h, h.resolver(seed=1, config=config))
+    net.resolver.discover(Discovery(query.text, service=query.service, k=2), net.now)
+    (forged,) = net.run()
+    assert not forged.endpoints and forged.bogus >= 1

@@ -1,0 +1,374 @@
+"""Stock resolvers in front of a served hierarchy (``sim.recursors``): Unbound, BIND, Knot
+Resolver, PowerDNS Recursor and dnsdist, each in a fresh network namespace on port 53.
+
+The matrix runs once for the module (all five, plain and DNSSEC variants, ~35 s); each
+test asserts what was measured for one resolver. Needs root (``unshare --net``); a
+resolver whose binary is missing is skipped with that reason (``bash .ci/setup`` installs
+them, so CI runs every test). The configuration tests run without root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sim import recursors
+from sim.recursors import RESOLVERS, ROWS, SPECS, RecursorError, Setup
+
+pytestmark = [pytest.mark.live, pytest.mark.interop]
+
+CI = bool(os.environ.get("CI"))
+RECURSORS = ("unbound", "bind", "knot-resolver", "pdns-recursor")
+ROOT_HINT = ("a.root-servers.", "127.1.0.1")
+ANCHOR = "30049 15 2 6e69d6a76cef59c6c742be0690a56a721a64468a7dcd9d4fe45372231deee700"
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 and not CI,
+    reason="needs root: a network namespace (unshare --net) with port 53 inside")
+
+
+def _installed(name: str) -> None:
+    spec = SPECS[name]
+    if spec.executable() is None and not CI:
+        pytest.skip(f"{spec.binary} is not installed (bash .ci/setup installs it)")
+
+
+@pytest.fixture(scope="module")
+def matrix() -> dict:
+    if os.geteuid() != 0 and not CI:
+        pytest.skip("needs root: a network namespace (unshare --net) with port 53 inside")
+    return recursors.run_matrix(RESOLVERS, ("plain", "dnssec"), timeout=300)
+
+
+def _row(matrix: dict, name: str, row: str) -> dict:
+    res = matrix["resolvers"][name]
+    for variant, v in res.get("variants", {}).items():
+        assert v.get("status") != "failed", f"{name} ({variant}): {v.get('error')}"
+    return res["rows"][row]
+
+
+def _probe(matrix: dict, name: str, key: str, variant: str = "plain") -> dict:
+    probes = matrix["resolvers"][name]["variants"][variant]["probes"]
+    assert key in probes, f"{name}: probe {key!r} not run ({sorted(probes)})"
+    return probes[key]
+
+
+def _qname_available(matrix: dict) -> None:
+    if matrix["meta"]["qname_walk"] != "available":
+        pytest.skip(matrix["meta"]["qname_walk"])
+
+
+# ----------------------------------------------------------------- what runs where
+
+
+@needs_root
+@pytest.mark.parametrize("name", RESOLVERS)
+def test_every_probe_ran(matrix: dict, name: str) -> None:
+    _installed(name)
+    res = matrix["resolvers"][name]
+    assert res["status"] == "ok", res.get("error")
+    assert set(res["variants"]) == {"plain", "dnssec"}
+    for variant, v in res["variants"].items():
+        assert v["status"] == "ok", f"{name} ({variant}): {v.get('error')}"
+    assert set(res["rows"]) == set(ROWS)
+    assert matrix["meta"]["versions"][name].startswith(SPECS[name].binary)
+    # nothing timed out: every stub query got an answer
+    for variant, v in res["variants"].items():
+        for key, probe in v["probes"].items():
+            assert not probe["answer"].get("error"), f"{name} {variant} {key}: {probe}"
+
+
+@needs_root
+@pytest.mark.parametrize("name", RECURSORS)
+def test_recursors_strip_the_intent_option(matrix: dict, name: str) -> None:
+    _installed(name)
+    row = _row(matrix, name, "option forwarded")
+    assert row["cell"] == "no", row
+    cost = _probe(matrix, name, "cursor cold")["cost"]
+    assert cost["queries"] >= 1  # it did ask the hierarchy, only without the option
+    assert cost["intent_option_queries"] == 0
+    assert 65432 not in cost["option_codes"]
+    assert all(a.split("@")[1] in (".", "tools.") for a in cost["asked"])  # never deeper
+
+
+@needs_root
+@pytest.mark.parametrize("name", RECURSORS)
+def test_cursor_walk_fails_through_recursors(matrix: dict, name: str) -> None:
+    _installed(name)
+    row = _row(matrix, name, "cursor walk")
+    assert row["cell"] == "no", row
+    for key in ("cursor cold", "cursor warm", "cursor repeat"):
+        answer = _probe(matrix, name, key)["answer"]
+        assert answer["rcode"] == "NXDOMAIN", answer  # the root has no _tools.
+        assert not answer.get("srv")
+    # the negative answer is cached: the second intent and the repeat cost nothing
+    assert _probe(matrix, name, "cursor warm")["cost"]["queries"] == 0
+    assert _probe(matrix, name, "cursor repeat")["cost"]["queries"] == 0
+
+
+@needs_root
+def test_bind_sends_cookies_and_others_no_options(matrix: dict) -> None:
+    _installed("bind")
+    assert 10 in _probe(matrix, "bind", "cursor cold")["cost"]["option_codes"]  # COOKIE
+    for name in ("unbound", "knot-resolver", "pdns-recursor"):
+        if SPECS[name].executable() is not None:
+            assert _probe(matrix, name, "cursor cold")["cost"]["option_codes"] == [], name
+
+
+@needs_root
+def test_dnsdist_passes_the_option_to_the_aware_resolver(matrix: dict) -> None:
+    _installed("dnsdist")
+    assert _row(matrix, "dnsdist", "option forwarded")["cell"] == "yes"
+    assert _row(matrix, "dnsdist", "cursor walk")["cell"] == "yes"
+    cold = _probe(matrix, "dnsdist", "cursor cold")
+    assert cold["cost"]["queries"] == 1 and 65432 in cold["cost"]["option_codes"]
+    # behind it, our aware resolver walked the tree with the option
+    assert cold["servers_cost"]["intent_option_queries"] >= 3
+    ref = matrix["meta"]["reference"][matrix["meta"]["intents"][0]]
+    assert sorted(cold["answer"]["srv"]) == ref and len(ref) == 3
+
+
+@needs_root
+@pytest.mark.parametrize("name", RESOLVERS)
+def test_expanded_srv_and_a_resolve_everywhere(matrix: dict, name: str) -> None:
+    _installed(name)
+    assert _row(matrix, name, "expanded SRV")["cell"] == "yes"
+    assert _row(matrix, name, "A")["cell"] == "yes"
+    srv = _probe(matrix, name, "expanded SRV")["answer"]
+    assert sorted(srv["srv"]) == matrix["meta"]["expected_srv"]
+    assert len(srv["srv"]) > 3  # the whole RRset, not a top-K
+    a = _probe(matrix, name, "A")["answer"]
+    assert a["a"] == [matrix["meta"]["expected_a"]]
+
+
+# ---------------------------------------------------------------------- qname walk
+
+
+@needs_root
+@pytest.mark.parametrize("name", RESOLVERS)
+def test_qname_walk_returns_the_aware_resolvers_targets(matrix: dict, name: str) -> None:
+    _qname_available(matrix)
+    _installed(name)
+    assert _row(matrix, name, "qname walk")["cell"] == "yes"
+    meta = matrix["meta"]
+    for key, intent in (("qname cold", 0), ("qname warm", 1), ("qname repeat", 0)):
+        answer = _probe(matrix, name, key)["answer"]
+        assert answer["rcode"] == "NOERROR"
+        assert sorted(answer["srv"]) == meta["reference"][meta["intents"][intent]], key
+        # one in-bailiwick CNAME per level below tools. (depth 2: two)
+        assert len(answer["cnames"]) == 2, answer
+    cold = _probe(matrix, name, "qname cold")["answer"]
+    for n, target in enumerate(cold["srv"]):
+        assert _probe(matrix, name, f"qname follow-up A {n}")["answer"]["a"], target
+
+
+@needs_root
+@pytest.mark.parametrize("name", RECURSORS)
+def test_qname_walk_cost_through_recursors(matrix: dict, name: str) -> None:
+    """Qname minimisation shows, the walk costs at least the aware walk's queries cold,
+    and a repeated intent is answered from the recursor's cache."""
+    _qname_available(matrix)
+    _installed(name)
+    aware = matrix["aware"]["plain"]
+    cold = _probe(matrix, name, "qname cold")
+    assert cold["minimised"], cold["cost"]["asked"]
+    assert cold["cost"]["intent_option_queries"] == 0
+    assert cold["cost"]["queries"] >= aware["cursor cold"]["cost"]["queries"]
+    assert _probe(matrix, name, "qname repeat")["cost"]["queries"] == 0
+    warm = _probe(matrix, name, "qname warm")["cost"]["queries"]
+    assert 0 < warm <= cold["cost"]["queries"]
+
+
+@needs_root
+def test_unbound_and_bind_minimise_label_by_label(matrix: dict) -> None:
+    """Unbound and BIND ask every intermediate name of the qname walk (twice the aware
+    walk's queries or more, cold); the aware resolver never minimises."""
+    _qname_available(matrix)
+    aware = matrix["aware"]["plain"]["cursor cold"]
+    assert not aware["minimised"]
+    for name in ("unbound", "bind"):
+        _installed(name)
+        cost = _probe(matrix, name, "qname cold")["cost"]
+        assert cost["queries"] >= 2 * aware["cost"]["queries"], (name, cost["asked"])
+
+
+@needs_root
+def test_bind_adds_the_targets_a_records(matrix: dict) -> None:
+    _qname_available(matrix)
+    for name in RECURSORS:
+        _installed(name)
+        cold = _probe(matrix, name, "qname cold")["answer"]
+        extra = cold.get("additional_a", {})
+        if name == "bind":  # minimal-responses no-auth-recursive keeps the additional data
+            assert all(t in extra for t in cold["srv"]), extra
+        else:  # minimal responses: the agent asks for each target's A itself
+            assert not extra, (name, extra)
+
+
+# ------------------------------------------------------------------------- DNSSEC
+
+
+@needs_root
+@pytest.mark.parametrize("name", RESOLVERS)
+def test_validating_resolvers_set_ad(matrix: dict, name: str) -> None:
+    """Every validator (dnsdist: our aware resolver behind it) marks the A record, the
+    expanded SRV and the whole qname walk authentic (AD)."""
+    _installed(name)
+    assert _row(matrix, name, "DNSSEC")["cell"] == "yes"
+    a = _probe(matrix, name, "A", "dnssec")["answer"]
+    assert a["ad"] and a["a"] == [matrix["meta"]["expected_a"]]
+    assert _probe(matrix, name, "expanded SRV", "dnssec")["answer"]["ad"]
+    if matrix["meta"]["qname_walk"] == "available":
+        q = _probe(matrix, name, "qname cold", "dnssec")["answer"]
+        assert q["ad"] and q["rcode"] == "NOERROR"
+        meta = matrix["meta"]
+        assert sorted(q["srv"]) == meta["reference"][meta["intents"][0]]
+
+
+@needs_root
+def test_pdns_recursor_accepts_the_nsec_at_empty_non_terminals(matrix: dict) -> None:
+    """PowerDNS Recursor checks the denials on the way down (it asked DS for ``_tcp.tools.``
+    when they had no proof, and logged "Invalid denial": Bogus, SERVFAIL). With the NSEC
+    owned by each NODATA name (RFC 4470 style, nodes.dnssec) the walk validates."""
+    _qname_available(matrix)
+    _installed("pdns-recursor")
+    q = _probe(matrix, "pdns-recursor", "qname cold", "dnssec")
+    assert q["answer"]["rcode"] == "NOERROR" and q["answer"]["ad"]
+    lines = matrix["resolvers"]["pdns-recursor"]["variants"]["dnssec"]["log_lines"]
+    assert not any("Invalid denial" in line for line in lines), lines
+
+
+@needs_root
+def test_dnsdist_relays_the_aware_resolvers_cache(matrix: dict) -> None:
+    """Behind dnsdist our resolver caches the qname walk's CNAMEs and SRV RRset by name, as
+    a stock recursor does: a repeated intent costs the servers nothing."""
+    _qname_available(matrix)
+    _installed("dnsdist")
+    repeat = _probe(matrix, "dnsdist", "qname repeat")
+    assert repeat["cost"]["queries"] == 1  # dnsdist → our resolver (no dnsdist cache)
+    assert repeat["servers_cost"]["queries"] == 0
+    assert _probe(matrix, "dnsdist", "qname cold")["servers_cost"]["queries"] > 0
+
+
+@needs_root
+def test_outputs_render(matrix: dict, tmp_path: Path) -> None:
+    table = recursors.matrix_markdown(matrix)
+    assert table.splitlines()[0] == "| probe | " + " | ".join(RESOLVERS) + " |"
+    assert len(table.splitlines()) == 2 + len(ROWS)
+    cost = recursors.cost_markdown(matrix)
+    assert "| aware (ours) | cursor cold |" in cost
+    rows = recursors.cost_rows(matrix)
+    assert {r["resolver"] for r in rows} == {n for n in RESOLVERS
+                                           if SPECS[n].executable() is not None}
+
+
+# --------------------------------------------------- no root needed: configuration
+
+
+@pytest.mark.parametrize("name", RESOLVERS)
+@pytest.mark.parametrize("anchor", [None, ANCHOR], ids=["plain", "dnssec"])
+def test_configs_point_at_the_hierarchy_only(tmp_path: Path, name: str,
+                                             anchor: str | None) -> None:
+    spec = SPECS[name]
+    setup = Setup(tmp_path, spec.address, [ROOT_HINT], anchor)
+    argv = spec.configure(setup)
+    text = "\n".join(p.read_text() for p in tmp_path.iterdir() if p.is_file())
+    assert spec.address in text
+    if spec.kind == "recursor":
+        assert "127.1.0.1" in text and "a.root-servers." in text
+        assert "198.41.0.4" not in text  # never the real a.root-servers.net
+    else:
+        assert "127.0.53.1:53" in text
+    phone_home = {
+        "unbound": ["do-not-query-localhost: no", "control-enable: no"],
+        "bind": ["type hint", "controls { }", "empty-zones-enable no"],
+        "knot-resolver": ["modules.unload('ta_update')", "modules.unload('priming')",
+                          "modules.unload('ta_signal_query')", "trust_anchors.remove('.')",
+                          "ALLOW_LOCAL"],
+        "pdns-recursor": ["security-poll-suffix=\n", "dont-query=\n", "clearTA('.')"],
+        "dnsdist": ["setSecurityPollSuffix('')"],
+    }[name]
+    for needle in phone_home:
+        assert needle in text, needle
+    assert "auto-trust-anchor" not in text
+    if anchor is not None and spec.kind == "recursor":
+        assert anchor.split()[0] in text and anchor.split()[-1] in text
+    if name == "bind":
+        assert ("dnssec-validation yes" in text) == (anchor is not None)
+    assert argv  # a foreground command line
+
+
+CHECKERS = {
+    "unbound": lambda d: ["unbound-checkconf", str(d / "unbound.conf")],
+    "bind": lambda d: ["named-checkconf", str(d / "named.conf")],
+    "dnsdist": lambda d: ["dnsdist", "--check-config", "-C", str(d / "dnsdist.conf")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHECKERS))
+@pytest.mark.parametrize("anchor", [None, ANCHOR], ids=["plain", "dnssec"])
+def test_configs_pass_the_resolvers_own_checker(tmp_path: Path, name: str,
+                                                anchor: str | None) -> None:
+    argv = CHECKERS[name](tmp_path)
+    exe = SPECS[name].executable() and recursors.shutil.which(
+        argv[0], path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin"]))
+    if not exe:
+        if CI:
+            pytest.fail(f"{argv[0]} missing in CI")
+        pytest.skip(f"{argv[0]} is not installed (bash .ci/setup installs it)")
+    SPECS[name].configure(Setup(tmp_path, SPECS[name].address, [ROOT_HINT], anchor))
+    out = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_resolver_that_cannot_start_reports_its_log(tmp_path: Path) -> None:
+    """A resolver that exits at once: the error names it and shows its log's tail."""
+    _installed("unbound")
+
+    def broken(s: Setup) -> list[str]:
+        (s.workdir / "unbound.conf").write_text("server:\n  no-such-option: yes\n")
+        return ["-d", "-c", str(s.workdir / "unbound.conf")]
+
+    spec = recursors.Spec("unbound", "unbound", "127.0.99.1", "recursor", broken, ("-V",),
+                          "")
+    running = recursors.Running(spec, Setup(tmp_path / "w", spec.address, [ROOT_HINT]),
+                                tmp_path / "unbound.log")
+    try:
+        error = asyncio.run(recursors._ready("127.0.99.1", running))
+    finally:
+        running.stop()
+    assert error is not None
+    assert "unbound exited with status 1" in error
+    assert "no-such-option" in error  # unbound's own complaint, from the log
+
+
+def test_missing_binary_is_a_not_installed_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    ghost = recursors.Spec("ghost", "no-such-resolver-binary", "127.0.99.9", "recursor",
+                           SPECS["unbound"].configure, ("-V",), "")
+    monkeypatch.setitem(SPECS, "ghost", ghost)
+    monkeypatch.setattr(recursors.os, "geteuid", lambda: 0)
+    result = recursors.run_matrix(["ghost"], ["plain"])
+    row = result["resolvers"]["ghost"]
+    assert row["status"] == "not installed"
+    assert row["rows"]["A"] == {"cell": "not installed", "detail": row["error"]}
+    assert "no-such-resolver-binary is not installed" in row["error"]
+    assert "not installed" in recursors.matrix_markdown(result)
+
+
+def test_not_root_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recursors.os, "geteuid", lambda: 1000)
+    with pytest.raises(RecursorError, match="must run as root"):
+        recursors.run_matrix(["unbound"])
+    with pytest.raises(RecursorError, match="unknown resolver 'powerdns'"):
+        recursors.run_matrix(["powerdns"])
+
+
+def test_minimisation_is_read_from_the_names_asked() -> None:
+    name = "k3.a-b._mcp._tcp.tools."
+    assert recursors.minimised(["tools. A @.", f"{name} SRV @tools."], name)
+    assert recursors.minimised(["_.tools. A @.", f"{name} SRV @tools."], name)
+    assert not recursors.minimised([f"{name} SRV @.", f"{name} SRV @tools.",
+                                    "ns1.tools. A @tools."], name)
