@@ -12,6 +12,11 @@ the resolver one more exchange per level while it does not yet know a zone's ser
     python benchmarks/bench_deployable.py                # simpy, both alternatives
     python benchmarks/bench_deployable.py --queries 300  # per phase
     python benchmarks/bench_deployable.py --live         # also on real sockets (live engine)
+    python benchmarks/bench_deployable.py --catalog      # the real catalogue (dense; ~7 min)
+
+``--catalog`` runs ``scenarios/retrieval-network.yaml`` (the shared catalogue on the MiniLM
+centroid tree) with two schemes, the aware walk and the qname walk at K = 10, and splits
+hit@K by whether the intent lost words to the name's 120-character limit.
 
 Real recursors (Unbound, BIND, Knot Resolver, PowerDNS Recursor) on the same design:
 ``benchmarks/bench_recursors.py``.
@@ -28,6 +33,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from nodes.wire import QNAME_INTENT_MAX, intent_labels, intent_words  # noqa: E402
 from sim.runner import run_scenario  # noqa: E402
 from sim.scenario import load_scenario  # noqa: E402
 
@@ -59,11 +65,44 @@ def ratios(table: pd.DataFrame, base: str = "tooldns") -> pd.DataFrame:
     return pd.DataFrame(out).set_index(["scheme", "phase"])
 
 
+def truncated(intent: str) -> bool:
+    """Whether the name lost words of this intent (``QNAME_INTENT_MAX``)."""
+    return len(".".join(intent_labels(intent))) < len("-".join(intent_words(intent)))
+
+
+def catalog(queries: int) -> None:
+    sc = load_scenario(ROOT / "scenarios" / "retrieval-network.yaml").with_overrides({
+        "schemes": [{"name": "tooldns", "k": 10},
+                    {"name": "tooldns-qname", "k": 10, "mode": "qname"}],
+        "workload.queries": queries, "outputs.plots": False})
+    result = run_scenario(sc, engine="simpy", write=False)
+    df = result.records
+    g = df.groupby("scheme", sort=False)
+    tools = result.summary.get("namespace_stats", {}).get("tools", "?")
+    print(f"\ncatalogue ({tools} tools, dense centroid tree, "
+          f"{queries} queries, K = 10):")
+    print(pd.DataFrame({"hit@1": g["hit_at_1"].mean(), "hit@K": g["hit_at_k"].mean(),
+                        "RTTs": g["round_trips"].mean(), "bytes up": g["bytes_up"].mean(),
+                        "bytes down": g["bytes_down"].mean(),
+                        "packets": (g["packets_up"].mean() + g["packets_down"].mean()),
+                        }).to_string())
+    cut = df["intent"].map(truncated)
+    print(f"\nintents over {QNAME_INTENT_MAX} characters of words (cut in the name): "
+          f"{int(cut[df.scheme == 'tooldns'].sum())} of {queries}")
+    print(df.assign(cut=cut).groupby(["cut", "scheme"], sort=False)["hit_at_k"].mean()
+          .unstack().to_string())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=600, help="queries per phase")
     ap.add_argument("--live", action="store_true", help="also run on the live engine")
+    ap.add_argument("--catalog", action="store_true", help="only the catalogue comparison "
+                    "(needs ../shared/data/tools)")
     args = ap.parse_args()
+    if args.catalog:
+        catalog(min(args.queries, 200))
+        return
     sc = load_scenario(ROOT / "scenarios" / "deployable.yaml").with_overrides(
         {"workload.queries": args.queries})
     pd.set_option("display.width", 200)

@@ -22,10 +22,13 @@ Modes toward upstream: ``aware`` walks cursor names with the intent option; ``st
 ``pass-through`` model unmodified resolvers: plain iterative resolution of the literal
 name, with the client's option removed or forwarded unchanged. ``qname`` is an unmodified
 resolver too, for intents carried in the name (:func:`nodes.wire.intent_qname`, the
-deployable design): it follows the servers' CNAME chain down the tree, learns the
-delegations sent beside each CNAME, and caches every CNAME and answer RRset by name and
-type, as stock recursors do (so a repeated intent is answered from cache, a new one costs
-one exchange per level once the zones' servers are known).
+deployable design): its discoveries resolve that name, following the servers' CNAME chain
+down the tree. Plain resolution (any stub query that is not a cursor walk, in every mode)
+is what stock recursors do: it follows CNAMEs, learns the delegation sent beside each,
+caches every CNAME and answer RRset by name and type (not when an option is forwarded,
+since the answer may depend on it), validates with ``dnssec`` and then sets AD for clients
+that ask; a repeated intent-in-the-name is answered from cache, a new one costs one
+exchange per level once the zones' servers are known.
 """
 
 from __future__ import annotations
@@ -1118,10 +1121,13 @@ class RecursiveResolver:
         query, src, transport = task.client  # type: ignore[misc]
         result = task.result
         assert result is not None
-        # AD (RFC 4035 §3.2.3, RFC 6840 §5.7): a validated walk, to a client that set DO or AD
+        # AD (RFC 4035 §3.2.3, RFC 6840 §5.7): validated records of the type asked (denials
+        # are not checked here, so never AD on them), to a client that set DO or AD
         value = task.value
+        qtype = query.qtype if isinstance(query, QueryView) else query.q.qtype
         authentic = self.config.dnssec and result.bogus == 0 and result.error is None and (
-            bool(value.rr) if isinstance(value, Message | DNSRecord) else bool(result.endpoints))
+            any(rr.rtype == qtype for rr in value.rr) if isinstance(value, Message | DNSRecord)
+            else bool(result.endpoints))
         if isinstance(query, QueryView):
             if not isinstance(task.value, Message | DNSRecord):
                 wire = self._fast_answer(query, result, transport)

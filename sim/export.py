@@ -162,7 +162,9 @@ DESCRIPTION = (
     "Write every zone of the hierarchy `tooldns serve` would run with the same options as an "
     "RFC 1035 master file (DIR/<zone>.zone, the root as root.zone) and configuration "
     "fragments for NSD, Knot and BIND serving them as primary zones. Only static records are "
-    "exported (intent answers are per query). The scorer does not change the records.")
+    "exported (intent answers are per query, whether the intent rides in the option or in "
+    "the name: a static server answers NXDOMAIN where ToolDNS has the empty non-terminals "
+    "above intent names, e.g. _mcp._tcp.<zone>). The scorer does not change the records.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -694,11 +694,9 @@ def _root_hints(h: Hierarchy) -> list[tuple[str, str]]:
 
 
 def _qname_api() -> tuple[Callable[..., str] | None, str]:
-    try:
-        from nodes.wire import intent_qname
-    except ImportError:
-        return None, ("nodes.wire.intent_qname is not available (the qname walk has not "
-                      "landed in nodes/wire.py yet)")
+    """The intent-in-the-name encoder (imported late: ``--help`` stays light)."""
+    from nodes.wire import intent_qname
+
     return intent_qname, ""
 
 

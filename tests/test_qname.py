@@ -27,6 +27,7 @@ from nodes.wire import (
 )
 from sim.hierarchy import build_hierarchy
 from sim.memory import MemoryNetwork
+from sim.scenario import ScenarioError, load_scenario
 from sim.trust import sign_hierarchy
 from topologies.namespace import synthetic
 
@@ -285,3 +286,22 @@ def test_qname_mode_validates_the_chain_and_sets_ad(ns):
     net.resolver.discover(Discovery(query.text, service=query.service, k=2), net.now)
     (forged,) = net.run()
     assert not forged.endpoints and forged.bogus >= 1
+
+
+# ------------------------------------------------------------------ scenario files
+
+
+@pytest.mark.parametrize(("scheme", "problem"), [
+    ("{name: q, k: 0, mode: qname}", "k: mode qname needs K ≥ 1"),
+    ("{name: q, k: 3, mode: qname, beam: 2}", "beam: does not apply to mode qname"),
+    ("{name: q, k: 3, mode: qname, warm: true}", "warm: does not apply to mode qname"),
+])
+def test_scenario_rejects_what_a_stock_resolver_cannot_do(tmp_path, scheme, problem):
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"name: x\nschemes:\n  - {scheme}\n", encoding="utf-8")
+    with pytest.raises(ScenarioError, match=problem) as info:
+        load_scenario(path)
+    assert str(path) in str(info.value) and "schemes.0" in str(info.value)
+    path.write_text("name: x\nschemes:\n  - {name: q, k: 3, mode: qname, dnssec: true}\n"
+                    "namespace: {dnssec: true}\n", encoding="utf-8")
+    assert load_scenario(path).schemes[0].mode == "qname"  # validates like a stock resolver

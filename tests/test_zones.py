@@ -713,6 +713,24 @@ def _questions(hierarchy, zone: str) -> list[tuple[str, str]]:
     return qs
 
 
+def _intent_tree(name: str, zone: str) -> bool:
+    """Whether ``name`` lies in ``_tcp.<zone>``/``_udp.<zone>`` as ``_svc._proto`` names do:
+    the subtree where ToolDNS answers intents carried in the name."""
+    labels = name[: len(name) - len(zone)].rstrip(".").split(".") if zone != "." else []
+    return bool(labels) and labels[-1] in ("_tcp", "_udp") and (
+        len(labels) == 1 or labels[-2].startswith("_"))
+
+
+def _comparable(theirs: tuple, ours: tuple, name: str, zone: str) -> tuple:
+    """A static server's reply shape, read as ToolDNS's where they differ by design: in the
+    intent tree a name the file does not hold is an empty non-terminal above intents
+    carried in the name (computed online): NODATA from ToolDNS, NXDOMAIN from the file."""
+    if _intent_tree(name, zone) and theirs[0] == "NXDOMAIN":
+        assert ours[0] == "NOERROR", (name, ours)
+        return ("NOERROR", *theirs[1:])
+    return theirs
+
+
 def _shape(msg: dns.message.Message) -> tuple:
     """rcode, AA and each section's RRsets (owner, type, TTL, sorted RDATA), unordered."""
     def section(rrsets: list) -> list:
@@ -755,7 +773,8 @@ def test_nsd_and_knot_loaded_with_exports_answer_like_tooldns(hierarchy, live, p
             ours = _shape(_ask(address_of[zone], port, name, rdtype))
             for kind in ("knot", "nsd"):
                 reply = _ask(where[kind][zone], their_port, name, rdtype)
-                theirs = _shape(_without_nsd_extras(reply, zone) if kind == "nsd" else reply)
+                theirs = _comparable(_shape(_without_nsd_extras(reply, zone)
+                                            if kind == "nsd" else reply), ours, name, zone)
                 if theirs != ours:
                     mismatches.append(f"{kind} {zone} {name} {rdtype}:\n  tooldns {ours}\n"
                                       f"  {kind:7} {theirs}")
@@ -936,7 +955,8 @@ def test_secondary_pulls_zone_by_axfr_and_answers_alike(
         for name, rdtype in _questions(hierarchy, zone):
             ours = _shape(_ask(address, port, name, rdtype))
             reply = _ask(mine, their_port, name, rdtype)
-            theirs = _shape(_without_nsd_extras(reply, zone) if kind == "nsd" else reply)
+            theirs = _comparable(_shape(_without_nsd_extras(reply, zone) if kind == "nsd"
+                                        else reply), ours, name, zone)
             if theirs != ours:
                 mismatches.append(f"{name} {rdtype}:\n  tooldns {ours}\n  {kind} {theirs}")
         assert not mismatches, "\n".join(mismatches[:10])
