@@ -150,7 +150,7 @@ def main() -> int:
     print(f"# ToolDNS through stock resolvers ({platform.node()}, {seconds:.1f} s)\n")
     print(f"namespace {meta['namespace']}: {meta['tools']} tools, {meta['servers']} servers; "
           f"intents {meta['intents']} (K = {meta['k']}, service {meta['service']}); "
-          f"qname walk: {meta['qname_walk']}; capture: {meta['capture']}")
+          f"capture: {meta['capture']}")
     print(f"resolvers: {versions}\n")
     print("## Compatibility matrix\n")
     print(recursors.matrix_markdown(result))

@@ -1121,13 +1121,7 @@ class RecursiveResolver:
         query, src, transport = task.client  # type: ignore[misc]
         result = task.result
         assert result is not None
-        # AD (RFC 4035 §3.2.3, RFC 6840 §5.7): validated records of the type asked (denials
-        # are not checked here, so never AD on them), to a client that set DO or AD
-        value = task.value
-        qtype = query.qtype if isinstance(query, QueryView) else query.q.qtype
-        authentic = self.config.dnssec and result.bogus == 0 and result.error is None and (
-            any(rr.rtype == qtype for rr in value.rr) if isinstance(value, Message | DNSRecord)
-            else bool(result.endpoints))
+        authentic = self.config.dnssec and _authentic(query, task.value, result)
         if isinstance(query, QueryView):
             if not isinstance(task.value, Message | DNSRecord):
                 wire = self._fast_answer(query, result, transport)
@@ -1213,6 +1207,18 @@ def _client_reply(query: DNSRecord, rcode: int) -> DNSRecord:
     for q in query.questions[:1]:
         reply.add_question(DNSQuestion(q.qname, q.qtype, q.qclass))
     return reply
+
+
+def _authentic(query: DNSRecord | QueryView, value: object, result: DiscoveryResult) -> bool:
+    """AD (RFC 4035 §3.2.3, RFC 6840 §5.7) for a validating resolver's answer: validated
+    records of the type asked (denials are not checked here, so never AD on them); the
+    caller also needs DO or AD in the client's query."""
+    if result.bogus or result.error is not None:
+        return False
+    if isinstance(value, Message | DNSRecord):  # plain resolution: the records relayed
+        qtype = query.qtype if isinstance(query, QueryView) else query.q.qtype
+        return any(rr.rtype == qtype for rr in value.rr)
+    return bool(result.endpoints)
 
 
 def _set_ad(wire: bytes) -> bytes:

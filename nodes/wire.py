@@ -312,8 +312,12 @@ def intent_qname(intent: str, k: int, service: str = "mcp", zone: str = "tools."
     """The intent carried in the name: ``k3.weather-forecast._mcp._tcp.tools.``."""
     if not 0 <= k <= 255:
         raise ValueError(f"K must be 0..255, got {k}")
+    return _intent_name(k, intent_labels(intent), service, proto, zone)
+
+
+def _intent_name(k: int, labels: Sequence[str], service: str, proto: str, zone: str) -> str:
     zone = normalise(zone)
-    return ".".join([f"k{k}", *intent_labels(intent), f"_{service}", f"_{proto}"]) + (
+    return ".".join([f"k{k}", *labels, f"_{service}", f"_{proto}"]) + (
         "." + zone if zone != "." else ".")
 
 
@@ -358,6 +362,4 @@ def parse_intent_qname(name: str | DNSLabel, zone: str) -> IntentName | None:
 
 def retarget(intent: IntentName, zone: str) -> str:
     """The same intent name under another zone (a CNAME target one level down)."""
-    zone = normalise(zone)
-    return ".".join([f"k{intent.k}", *intent.labels, f"_{intent.service}",
-                     f"_{intent.proto}"]) + ("." + zone if zone != "." else ".")
+    return _intent_name(intent.k, intent.labels, intent.service, intent.proto, zone)

@@ -693,13 +693,6 @@ def _root_hints(h: Hierarchy) -> list[tuple[str, str]]:
     return [(m["host"], m["address"]) for m in h.manifest if m["zone"] == "."]
 
 
-def _qname_api() -> tuple[Callable[..., str] | None, str]:
-    """The intent-in-the-name encoder (imported late: ``--help`` stays light)."""
-    from nodes.wire import intent_qname
-
-    return intent_qname, ""
-
-
 def _cursor_body(ctx: Context) -> Callable[[Prober], Any]:
     from nodes.wire import cursor_name
 
@@ -713,8 +706,10 @@ def _cursor_body(ctx: Context) -> Callable[[Prober], Any]:
     return body
 
 
-def _qname_body(ctx: Context, intent_qname: Callable[..., str], do: bool = False,
-                follow: bool = True) -> Callable[[Prober], Any]:
+def _qname_body(ctx: Context, do: bool = False, follow: bool = True
+                ) -> Callable[[Prober], Any]:
+    from nodes.wire import intent_qname  # late: ``--help`` stays light
+
     async def body(p: Prober) -> None:
         i1, i2 = ctx.intents
         first = await p.probe("qname cold", intent_qname(i1, K, service=SERVICE), "SRV",
@@ -792,7 +787,6 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
         a = await ask(other_server, target, "A", rd=False)
         ctx = Context(live, hierarchy, workdir, intents, leaf, sorted(srv.srv), target,
                       a.a[0] if a.a else "", verbose_logs=verbose_logs)
-        intent_qname, qname_skip = _qname_api()
         variants = [v for v in VARIANTS if v in variants]
         if "plain" not in variants:  # the reference answers come from the plain baseline
             await _aware_baseline(ctx, "plain", {})
@@ -815,14 +809,11 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
                 res["variants"][variant] = vres
                 bodies: list[tuple[str, Callable[[Prober], Any]]]
                 if variant == "plain":
-                    bodies = [("cursor", _cursor_body(ctx)), ("plain", _plain_body(ctx))]
-                    if intent_qname is not None:
-                        bodies.insert(1, ("qname", _qname_body(ctx, intent_qname)))
+                    bodies = [("cursor", _cursor_body(ctx)), ("qname", _qname_body(ctx)),
+                              ("plain", _plain_body(ctx))]
                 else:
-                    bodies = [("dnssec", _plain_body(ctx, do=True))]
-                    if intent_qname is not None:
-                        bodies.append(("dnssec-qname",
-                                       _qname_body(ctx, intent_qname, do=True, follow=False)))
+                    bodies = [("dnssec", _plain_body(ctx, do=True)),
+                              ("dnssec-qname", _qname_body(ctx, do=True, follow=False))]
                 for label, body in bodies:
                     if not await session(ctx, spec, variant, label, body, vres):
                         break
@@ -847,13 +838,12 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
         "servers": len(hierarchy.servers), "intents": intents, "k": K, "service": SERVICE,
         "leaf": leaf, "expected_srv": ctx.expected_srv, "target": target,
         "expected_a": ctx.expected_a, "reference": ctx.reference,
-        "qname_walk": "available" if intent_qname is not None else qname_skip,
         "capture": capture.tool, "packets": len(packets),
         "seconds": round(time.time() - started, 2), "variants": list(variants),
         "versions": {n: SPECS[n].version() for n in resolvers},
         "option_code": hierarchy.option_code,
     }
-    return finalise(out, meta, qname_skip)
+    return finalise(out, meta)
 
 
 async def _aware_baseline(ctx: Context, variant: str, out: dict) -> None:
@@ -891,7 +881,7 @@ def _probe_view(p: dict) -> dict:
     return out
 
 
-def finalise(out: dict, meta: dict, qname_reason: str) -> dict:
+def finalise(out: dict, meta: dict) -> dict:
     """Turn the raw probes into rows of the matrix plus per-probe answers and costs."""
     ref = meta["reference"]
     i1, i2 = meta["intents"]
@@ -913,7 +903,7 @@ def finalise(out: dict, meta: dict, qname_reason: str) -> dict:
                                          workdir=str(Path(path).parent))
             row["variants"][variant] = {**vres, "probes": probes, "logs": logs,
                                         "log_lines": list(dict.fromkeys(quirks))}
-        row["rows"] = _rows(row, ref, i1, i2, meta, qname_reason)
+        row["rows"] = _rows(row, ref, i1, i2, meta)
         result["resolvers"][name] = row
     return result
 
@@ -932,7 +922,7 @@ def _answer_text(probe: dict | None) -> str:
     return " ".join(bits)
 
 
-def _rows(row: dict, ref: dict, i1: str, i2: str, meta: dict, qname_reason: str) -> dict:
+def _rows(row: dict, ref: dict, i1: str, i2: str, meta: dict) -> dict:
     status = row.get("status", "ok")
     if status == "not installed":
         return {r: {"cell": "not installed", "detail": row.get("error", "")} for r in ROWS}
@@ -985,9 +975,7 @@ def _rows(row: dict, ref: dict, i1: str, i2: str, meta: dict, qname_reason: str)
             detail += f"; cold/warm/repeat: {walked}"
         rows["cursor walk"] = _cell(ok, detail)
     # qname walk
-    if meta["qname_walk"] != "available":
-        rows["qname walk"] = _cell(None, qname_reason)
-    elif bad and "qname cold" not in pr:
+    if bad and "qname cold" not in pr:
         rows["qname walk"] = bad
     elif "qname cold" not in pr:
         rows["qname walk"] = _cell(None, "qname probe not run")
@@ -1041,7 +1029,7 @@ def _rows(row: dict, ref: dict, i1: str, i2: str, meta: dict, qname_reason: str)
                         + ("" if got == ref.get(i1) or not got else " (targets differ)"))
             ok = ok and q_ok
         else:
-            bits.append("qname walk: " + (qname_reason or "not run"))
+            bits.append("qname walk: not run")
         e = sp.get("expanded SRV")
         if e is not None:
             bits.append(f"expanded SRV: {_answer_text(e)}"

@@ -56,10 +56,6 @@ def _probe(matrix: dict, name: str, key: str, variant: str = "plain") -> dict:
     return probes[key]
 
 
-def _qname_available(matrix: dict) -> None:
-    assert matrix["meta"]["qname_walk"] == "available", matrix["meta"]["qname_walk"]
-
-
 # ----------------------------------------------------------------- what runs where
 
 
@@ -149,7 +145,6 @@ def test_expanded_srv_and_a_resolve_everywhere(matrix: dict, name: str) -> None:
 @needs_root
 @pytest.mark.parametrize("name", RESOLVERS)
 def test_qname_walk_returns_the_aware_resolvers_targets(matrix: dict, name: str) -> None:
-    _qname_available(matrix)
     _installed(name)
     assert _row(matrix, name, "qname walk")["cell"] == "yes"
     meta = matrix["meta"]
@@ -169,7 +164,6 @@ def test_qname_walk_returns_the_aware_resolvers_targets(matrix: dict, name: str)
 def test_qname_walk_cost_through_recursors(matrix: dict, name: str) -> None:
     """Qname minimisation shows, the walk costs at least the aware walk's queries cold,
     and a repeated intent is answered from the recursor's cache."""
-    _qname_available(matrix)
     _installed(name)
     aware = matrix["aware"]["plain"]
     cold = _probe(matrix, name, "qname cold")
@@ -185,7 +179,6 @@ def test_qname_walk_cost_through_recursors(matrix: dict, name: str) -> None:
 def test_unbound_and_bind_minimise_label_by_label(matrix: dict) -> None:
     """Unbound and BIND ask every intermediate name of the qname walk (twice the aware
     walk's queries or more, cold); the aware resolver never minimises."""
-    _qname_available(matrix)
     aware = matrix["aware"]["plain"]["cursor cold"]
     assert not aware["minimised"]
     for name in ("unbound", "bind"):
@@ -196,7 +189,6 @@ def test_unbound_and_bind_minimise_label_by_label(matrix: dict) -> None:
 
 @needs_root
 def test_bind_adds_the_targets_a_records(matrix: dict) -> None:
-    _qname_available(matrix)
     for name in RECURSORS:
         _installed(name)
         cold = _probe(matrix, name, "qname cold")["answer"]
@@ -220,11 +212,10 @@ def test_validating_resolvers_set_ad(matrix: dict, name: str) -> None:
     a = _probe(matrix, name, "A", "dnssec")["answer"]
     assert a["ad"] and a["a"] == [matrix["meta"]["expected_a"]]
     assert _probe(matrix, name, "expanded SRV", "dnssec")["answer"]["ad"]
-    if matrix["meta"]["qname_walk"] == "available":
-        q = _probe(matrix, name, "qname cold", "dnssec")["answer"]
-        assert q["ad"] and q["rcode"] == "NOERROR"
-        meta = matrix["meta"]
-        assert sorted(q["srv"]) == meta["reference"][meta["intents"][0]]
+    q = _probe(matrix, name, "qname cold", "dnssec")["answer"]
+    assert q["ad"] and q["rcode"] == "NOERROR"
+    meta = matrix["meta"]
+    assert sorted(q["srv"]) == meta["reference"][meta["intents"][0]]
 
 
 @needs_root
@@ -232,7 +223,6 @@ def test_pdns_recursor_accepts_the_nsec_at_empty_non_terminals(matrix: dict) -> 
     """PowerDNS Recursor checks the denials on the way down (it asked DS for ``_tcp.tools.``
     when they had no proof, and logged "Invalid denial": Bogus, SERVFAIL). With the NSEC
     owned by each NODATA name (RFC 4470 style, nodes.dnssec) the walk validates."""
-    _qname_available(matrix)
     _installed("pdns-recursor")
     q = _probe(matrix, "pdns-recursor", "qname cold", "dnssec")
     assert q["answer"]["rcode"] == "NOERROR" and q["answer"]["ad"]
@@ -244,7 +234,6 @@ def test_pdns_recursor_accepts_the_nsec_at_empty_non_terminals(matrix: dict) -> 
 def test_dnsdist_relays_the_aware_resolvers_cache(matrix: dict) -> None:
     """Behind dnsdist our resolver caches the qname walk's CNAMEs and SRV RRset by name, as
     a stock recursor does: a repeated intent costs the servers nothing."""
-    _qname_available(matrix)
     _installed("dnsdist")
     repeat = _probe(matrix, "dnsdist", "qname repeat")
     assert repeat["cost"]["queries"] == 1  # dnsdist → our resolver (no dnsdist cache)
