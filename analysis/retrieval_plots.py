@@ -78,7 +78,7 @@ def recall_vs_examined(df: pd.DataFrame, path: Path | None = None, title: str | 
     means = df.groupby("method", sort=False)[["recall_k", "examined"]].mean().dropna()
     fig, ax = new_figure((6.5, 4.5))
     for family, marker in (("flat", "s"), ("tooldns", "o"), ("a2x", "^"), ("grail", "D")):
-        sel = means[[m.split(":")[0] == family for m in means.index]]
+        sel = means[[m.split(":")[0].split("-")[0] == family for m in means.index]]  # grail-…
         if len(sel):
             ax.scatter(sel.examined, 100 * sel.recall_k, marker=marker, label=family,
                        zorder=3)

@@ -23,6 +23,10 @@ Writes into ``--out``:
   the resolver's beam (round-robin or score-ordered merge), A2X get_important and a
   level-wise global beam;
   ``variants.csv`` has recall@10 and C(q) % of the pool for all;
+* ``grail/`` — GRAIL as published (seed 002) against flat dense and BM25, with the
+  paper's ablations and an α sweep, on the held-out 40 % test split (pseudo-documents
+  from the 60 % training split only; ``scenarios/eval/grail.yaml``); ``--only-grail``
+  runs just this;
 * ``bench.json`` — everything above in one file.
 
 Without ``../shared/data/tools`` only the synthetic parts run. Sentence embeddings are
@@ -163,6 +167,23 @@ def routing_variants(base: dict, tree: dict, out: Path) -> pd.DataFrame:
     return table
 
 
+GRAIL_METHODS = (
+    "flat:dense", "flat:bm25", "grail", "grail:no-maxsim", "grail:no-tags", "grail:no-pseudo",
+    "grail:no-synonyms", "grail:intersect", "grail-intersect",
+    "grail:alpha=0", "grail:alpha=0.25", "grail:alpha=0.75", "grail:alpha=1")
+
+
+def grail_comparison(base: dict, tree: dict, out: Path) -> dict:
+    """GRAIL and its ablations vs flat retrieval on the test split (module docstring)."""
+    spec = EvalScenario.model_validate({
+        **base, "name": "grail", "methods": GRAIL_METHODS, "plots": False, "taxonomy": tree,
+        "dataset": {**base["dataset"], "test_fraction": 0.4}})
+    t0 = time.perf_counter()
+    res = run_eval(spec, out / "grail", progress=lambda m: print(f"[grail] {m}", flush=True))
+    return {"seconds": time.perf_counter() - t0,
+            "summary": json.loads(res["summary"].to_json(orient="records"))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=1000, help="queries per method")
@@ -171,6 +192,8 @@ def main() -> None:
     ap.add_argument("--skip-methods", action="store_true")
     ap.add_argument("--only-variants", action="store_true",
                     help="run the routing variants only (variants.csv)")
+    ap.add_argument("--only-grail", action="store_true",
+                    help="run the GRAIL comparison only (grail/)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -187,6 +210,11 @@ def main() -> None:
     }
     if SHARED.exists() and args.only_variants:
         routing_variants(base, trees["cluster-b16-d2"], out)
+        return
+    if SHARED.exists() and args.only_grail:
+        report["grail"] = grail_comparison(base, trees["cluster-b16-d2"], out)
+        atomic_write(out / "grail" / "bench.json", lambda tmp: Path(tmp).write_text(
+            json.dumps(report, indent=2, default=float), encoding="utf-8"))
         return
     if SHARED.exists() and args.skip_methods:  # keep the method results of an earlier run
         for name in ("methods-categories", "methods-cluster-b16-d2", "beams"):
@@ -213,6 +241,7 @@ def main() -> None:
         report["beams"] = json.loads(res["summary"].to_json(orient="records"))
         variants = routing_variants(base, trees["cluster-b16-d2"], out)
         report["variants"] = json.loads(variants.to_json(orient="records"))
+        report["grail"] = grail_comparison(base, trees["cluster-b16-d2"], out)
     if SHARED.exists():
         for kind in ("categories", "cluster-b16-d2"):
             spec = EvalScenario.model_validate({**base, "name": "reduction",

@@ -8,7 +8,9 @@ UDP, a TC reply is retried over TCP, and replies are validated (ID, question, so
 With ``style="qname"`` (for stock recursors, which drop the option) the intent goes in the
 name instead (:func:`nodes.wire.intent_qname`, no option), the answer is a CNAME chain
 ending in SRV records, and targets whose A record did not come with it are asked for in
-one more round of parallel A queries, as any client of an unmodified resolver must.
+one more round of parallel A queries, as any client of an unmodified resolver must; with
+``aaaa`` the round asks AAAA too (for targets whose AAAA did not come with the answer),
+and a target missing only its AAAA is no error (IPv4 suffices; NODATA is normal).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from nodes.wire import (
 )
 from nodes.wire import opt_record as _opt
 from nodes.zone import Address
+
+TYPE_AAAA = 28
+_QTYPE_NAMES = {TYPE_SRV: "SRV", TYPE_A: "A", TYPE_AAAA: "AAAA"}
 
 
 @dataclass
@@ -80,6 +85,7 @@ class StubAgent:
         edns_size: int = DEFAULT_EDNS_SIZE,
         name: str = "agent",
         style: Literal["option", "qname"] = "option",
+        aaaa: bool = False,
     ) -> None:
         self.resolver = resolver
         self.rng = rng
@@ -91,6 +97,7 @@ class StubAgent:
         self.edns_size = edns_size
         self.name = name
         self.style = style  # the intent in the EDNS option, or in the query name
+        self.aaaa = aaaa  # qname style: ask the targets' AAAA beside A
         self._pending: dict[int, _Pending] = {}
         self._out: list[Outgoing] = []
         self._done: list[StubResult] = []
@@ -130,13 +137,13 @@ class StubAgent:
             msg.add_question(DNSQuestion(qname, qtype))
             msg.add_ar(_opt(intent, self.option_code, self.edns_size))
             wire = bytes(msg.pack())
-        step = Step(qname=qname, qtype="SRV" if qtype == TYPE_SRV else "A",
+        step = Step(qname=qname, qtype=_QTYPE_NAMES[qtype],
                     server=self.resolver, transport=transport, sent=now, rtt=None,
                     bytes_out=len(wire), bytes_in=0, outcome="sent", with_intent=with_intent,
                     qid=qid)
         result.steps.append(step)
         result.ids.append(qid)
-        if qtype == TYPE_A:
+        if qtype != TYPE_SRV:
             result.a_ids.append(qid)
         self._pending[qid] = _Pending(result, wire, qname, attempt, transport,
                                       now + self.timeout, step, qtype)
@@ -161,6 +168,8 @@ class StubAgent:
                 self._send(p.result, p.qname, p.attempt + 1, "udp", now, p.qtype)
             elif p.qtype == TYPE_A:  # the tool stays without an address
                 self._address_done(p.result, now, "timeout")
+            elif p.qtype == TYPE_AAAA:  # IPv4 is enough
+                self._address_done(p.result, now, None)
             else:
                 self._finish(p.result, now, "SERVFAIL", "timeout")
 
@@ -186,19 +195,30 @@ class StubAgent:
         if p.qtype == TYPE_A:
             self._on_address(p, msg, now)
             return
+        if p.qtype == TYPE_AAAA:
+            self._on_address6(p, msg, now)
+            return
         addresses = {normalise(rr.rname): str(rr.rdata) for rr in msg.ar if rr.rtype == TYPE_A}
+        v6 = ({normalise(rr.rname): str(rr.rdata) for rr in msg.ar if rr.rtype == TYPE_AAAA}
+              if self.aaaa else {})
         p.result.endpoints = [
             Endpoint(normalise(rr.rdata.target), addresses.get(normalise(rr.rdata.target)),
                      rr.rdata.port, rr.rdata.priority, rr.rdata.weight,
-                     normalise(rr.rdata.target).split(".", 1)[1])
+                     normalise(rr.rdata.target).split(".", 1)[1],
+                     address6=v6.get(normalise(rr.rdata.target)))
             for rr in msg.rr if rr.rtype == TYPE_SRV
         ]
         p.result.rcode = RCODE[msg.header.rcode]
         missing = list(dict.fromkeys(e.target for e in p.result.endpoints if e.address is None))
-        if self.style == "qname" and missing:  # ask for the targets' addresses, in parallel
-            p.result.waiting = len(missing)
+        missing6 = (list(dict.fromkeys(e.target for e in p.result.endpoints
+                                       if e.address6 is None))
+                    if self.aaaa and self.style == "qname" else [])
+        if self.style == "qname" and (missing or missing6):  # one parallel round
+            p.result.waiting = len(missing) + len(missing6)
             for target in missing:
                 self._send(p.result, target, 0, "udp", now, TYPE_A)
+            for target in missing6:
+                self._send(p.result, target, 0, "udp", now, TYPE_AAAA)
             return
         self._finish(p.result, now, p.result.rcode, None)
 
@@ -210,6 +230,15 @@ class StubAgent:
             p.result.endpoints = [replace(e, address=a) if e.target == p.qname else e
                                   for e in p.result.endpoints]
         self._address_done(p.result, now, None if a else f"{p.qname}: no address")
+
+    def _on_address6(self, p: _Pending, msg: DNSRecord, now: float) -> None:
+        """An AAAA answer of the address round (NODATA leaves the target IPv4-only)."""
+        a = next((str(rr.rdata) for rr in msg.rr if rr.rtype == TYPE_AAAA
+                  and normalise(rr.rname) == p.qname), None)
+        if a is not None:
+            p.result.endpoints = [replace(e, address6=a) if e.target == p.qname else e
+                                  for e in p.result.endpoints]
+        self._address_done(p.result, now, None)
 
     def _address_done(self, result: StubResult, now: float, error: str | None) -> None:
         result.waiting -= 1

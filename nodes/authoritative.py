@@ -7,7 +7,8 @@ With the intent option on a cursor name ``_svc._proto._<zone>.``:
   * non-leaf zone → referral: NS records of the top-K children by semantic score (all for
     K = 0) with glue A records; for K = 0 the children's summaries ride along as TXT in the
     additional section so a resolver can match locally ("query mock");
-  * leaf zone → top-K SRV records (owner = the query name) with A records of their targets.
+  * leaf zone → top-K SRV records (owner = the query name) with A records of their targets
+    (and, in a zone with ``aaaa``, their AAAA records after every A; glue stays IPv4).
 Without the option the server is a plain authoritative server for the names it holds:
 SRV at ``_svc._proto.<leaf>.``, A/TXT at tool targets, SOA/NS/TXT at the apex, A at its own
 NS hosts, referrals below delegations, NXDOMAIN/NODATA with SOA, AA set on its own data.
@@ -48,7 +49,7 @@ import ipaddress
 import struct
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from dnslib import DNSRecord
@@ -96,9 +97,10 @@ from nodes.wire import (
     parse_tool_name,
     retarget,
 )
-from nodes.zone import Address, Delegation, ToolRecord, Ttls, ZoneData
+from nodes.zone import Address, Delegation, ToolRecord, Ttls, ZoneData, aaaa_address
 
 A, NS, CNAME, SOA, TXT, SRV, IXFR, AXFR, ANY = 1, 2, 5, 6, 16, 33, 251, 252, 255
+AAAA = 28  # tool targets of a zone with ``aaaa`` (nodes.zone.aaaa_address); glue stays A
 _HEADER = struct.Struct("!HHHHHH")
 _COUNTS3 = struct.Struct("!HHH")  # ANCOUNT, NSCOUNT, ARCOUNT
 _INTENT_HEADER = struct.Struct("!BHB")  # nodes.wire.Intent: version · length · K
@@ -142,6 +144,10 @@ def child_hint(child: Delegation) -> list[bytes]:
 
 def _a(owner: str, address: str, ttl: int) -> Rec:
     return Rec(owner, A, ttl, (ipaddress.IPv4Address(address).packed,))
+
+
+def _aaaa(owner: str, address: str, ttl: int) -> Rec:
+    return Rec(owner, AAAA, ttl, (aaaa_address(address).packed,))
 
 
 def _srv(owner: str, tool: ToolRecord, ttl: int) -> Rec:
@@ -191,6 +197,7 @@ class _Tools:
     a: list[Rec]
     index: ScoreIndex
     rank: Ranker  # (intent text, K) -> chosen indices, best first
+    aaaa: list[Rec] = field(default_factory=list)  # the targets' AAAA (zones with aaaa)
 
 
 @dataclass
@@ -225,7 +232,7 @@ class _ZoneState:
         if tools is not None:
             if node is None:
                 node = self.records[owner] = {}
-            _add_tool_records(node, owner, tools, self.name, self.data.ttls)
+            _add_tool_records(node, owner, tools, self.name, self.data.ttls, self.data.aaaa)
         return node
 
 
@@ -332,6 +339,22 @@ class AuthoritativeServer:
         not repeated at the end); see :func:`zone_records`."""
         return _contents(self._zones[normalise(zone)])
 
+    def apply_change(self, zone: str, add: Sequence[ToolRecord] = (),
+                     remove: Iterable[str] = ()) -> int:
+        """Change a zone's tools as a reload of its edited zone file would: tools whose
+        ``tool_id`` is in ``remove`` go, ``add`` replaces tools of the same id (a changed
+        endpoint) or joins the zone; the SOA serial goes up by one and the packet cache is
+        flushed (:meth:`add_zone`). Returns the new serial (KeyError: no such zone)."""
+        state = self._zones[normalise(zone)]
+        gone = set(remove)
+        new = {t.tool_id: t for t in add}
+        tools = [new.pop(t.tool_id, t) for t in state.data.tools if t.tool_id not in gone]
+        data = replace(state.data, tools=(*tools, *new.values()),
+                       serial=(state.data.serial + 1) % 2**32)
+        self.add_zone(data)
+        self.stats.counts["zone_reload"] += 1
+        return data.serial
+
     def _find_zone(self, name: str) -> _ZoneState | None:
         """Closest enclosing zone this server is authoritative for."""
         if name in self._zones:
@@ -354,7 +377,7 @@ class AuthoritativeServer:
         wire = bytes(wire)
         key = None
         if self.packet_cache_size:
-            key = wire[2:] + (b"T" if transport == "tcp" else b"U")
+            key = wire[2:] + (b"U" if transport == "udp" else b"T")
             hit = self._cache.get(key)
             if hit is not None:
                 counts["packet_cache_hit"] += 1
@@ -653,14 +676,18 @@ class AuthoritativeServer:
                 a=[_a(normalise(t.target), t.address, ttls.a) for t in chosen_tools],
                 index=index,
                 rank=ranker(index),
+                aaaa=[_aaaa(normalise(t.target), t.address, ttls.a) for t in chosen_tools]
+                if state.data.aaaa else [],
             )
             state.tools[(service, proto)] = tools
         if not tools.srv:
             return state.negative[NOERROR]
         chosen, scores = _choose(tools.index, tools.rank, text, k, None, want_scores)
         srv, a = tools.srv, tools.a
-        return _Reply(NOERROR, True, [srv[i] for i in chosen], (), [a[i] for i in chosen],
-                      scores=scores)
+        additional = [a[i] for i in chosen]
+        if tools.aaaa:  # every A first: under the size limit IPv4 addresses go first
+            additional += [tools.aaaa[i] for i in chosen]
+        return _Reply(NOERROR, True, [srv[i] for i in chosen], (), additional, scores=scores)
 
     @staticmethod
     def _referral(children: Sequence[_Child], hints: bool) -> _Reply:
@@ -687,6 +714,9 @@ class AuthoritativeServer:
         if qtype in (SRV, NS):  # additional-section processing (RFC 1034 §4.3.2)
             for rec in rrs:
                 additional.extend((state.node(rec.rdata[-1]) or {}).get(A, ()))
+            if state.data.aaaa:  # then the targets' AAAA (A first, as above)
+                for rec in rrs:
+                    additional.extend((state.node(rec.rdata[-1]) or {}).get(AAAA, ()))
         return "standard", _Reply(NOERROR, True, rrs, (), additional)
 
     def _types_at(self, qname: str) -> tuple[int, ...]:
@@ -862,7 +892,8 @@ def _contents(state: _ZoneState) -> list[Rec]:
     for owner, node in state.records.items():
         nodes[owner] = {rtype: list(recs) for rtype, recs in node.items()}
     for owner, tools in state.lazy.items():
-        _add_tool_records(nodes.setdefault(owner, {}), owner, tools, name, state.data.ttls)
+        _add_tool_records(nodes.setdefault(owner, {}), owner, tools, name, state.data.ttls,
+                          state.data.aaaa)
     # what a query would never reach: names outside the zone, or below a delegation
     for owner in [o for o in nodes if not is_subdomain(o, name)
                   or (state.cuts and _delegation_for(state, o) is not None)]:
@@ -921,14 +952,17 @@ def _delegation_for(state: _ZoneState, name: str) -> Delegation | None:
 
 
 def _add_tool_records(node: dict[int, list[Rec]], owner: str, tools: list[ToolRecord],
-                      zone: str, ttls: Ttls) -> None:
+                      zone: str, ttls: Ttls, aaaa: bool = False) -> None:
     """A tool owner's records, as :func:`_build_state` would have added them eagerly: the
-    SRV records of the zone's tools at ``_svc._proto.<zone>``, A then TXT at a target."""
+    SRV records of the zone's tools at ``_svc._proto.<zone>``, A (AAAA) then TXT at a
+    target."""
     for tool in tools:
         if owner == f"_{tool.service}._{tool.proto}.{zone}":
             node.setdefault(SRV, []).append(_srv(owner, tool, ttls.srv))
         if owner == normalise(tool.target):
             node.setdefault(A, []).append(_a(owner, tool.address, ttls.a))
+            if aaaa:
+                node.setdefault(AAAA, []).append(_aaaa(owner, tool.address, ttls.a))
             node.setdefault(TXT, []).append(_txt(owner, txt_strings(tool.description),
                                                  ttls.srv))
 

@@ -32,7 +32,7 @@ import hmac
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -96,6 +96,15 @@ class _Catalogue:
 
     def add(self, tool: RegistryTool) -> None:
         self.tools.append(tool)
+        self._index = None
+
+    def apply_change(self, add: Sequence[RegistryTool], remove: Iterable[str]) -> None:
+        """Tools with an id in ``remove`` go; ``add`` replaces tools of the same id (a
+        moved endpoint, in place) or is appended; the index is rebuilt on the next search."""
+        gone = set(remove)
+        new = {t.id: t for t in add}
+        self.tools = [new.pop(t.id, t) for t in self.tools if t.id not in gone]
+        self.tools.extend(new.values())
         self._index = None
 
     def search(self, text: str, k: int, service: str | None) -> list[RegistryTool]:
@@ -251,6 +260,11 @@ class AgentDNSRegistry(_Routes):
         self.max_limit = max_limit
         self.tokens = tokens if tokens is not None else TokenStore()
 
+    def apply_change(self, add: Sequence[RegistryTool] = (), remove: Iterable[str] = ()
+                     ) -> None:
+        """A publisher's update, effective for the next request (sim.churn)."""
+        self.catalogue.apply_change(add, remove)
+
     def _unauthorised(self, req: Request) -> Response:
         """401 with the RFC 6750 challenge (``invalid_token`` when one was presented)."""
         presented = bool((req.header("authorization") or "").strip())
@@ -354,6 +368,12 @@ class ANSRegistry(_Routes):
         self.summaries = summaries or {}
         self.revoked: set[str] = set()
         self._by_name = {t.ans_name: t for t in tools}
+
+    def apply_change(self, add: Sequence[RegistryTool] = (), remove: Iterable[str] = ()
+                     ) -> None:
+        """A publisher's update, effective for the next request (sim.churn)."""
+        self.catalogue.apply_change(add, remove)
+        self._by_name = {t.ans_name: t for t in self.catalogue.tools}
 
     def capabilities(self, service: str | None) -> list[dict]:
         caps: dict[str, str] = {}

@@ -81,6 +81,7 @@ from nodes.wire import (
     get_scores,
     intent_qname,
     is_subdomain,
+    name_fits,
     normalise,
     opt_record,
     parse_tool_name,
@@ -91,7 +92,9 @@ from nodes.zone import Address
 Mode = Literal["aware", "strip", "pass-through", "qname"]
 MAX_CNAMES = 16  # CNAMEs followed for one question (BIND's max-restarts is 11, Unbound 11)
 SRTT_MAX = 65_536  # servers whose smoothed RTT is remembered
-Transport = Literal["udp", "tcp"]
+# "tls": DNS over TLS (RFC 7858) to the authoritative servers (ResolverConfig.upstream);
+# the engines carry it on persistent connections and report them on the Step
+Transport = Literal["udp", "tcp", "tls"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +136,9 @@ class ResolverConfig:
     scores_code: int = SCORES_OPTION_CODE  # the option asking for servers' scores
     # send the intent's embedding (dense scorer) so that dense servers need not compute it
     send_embedding: bool = False
+    # how queries to the authoritative servers travel: UDP (TC → TCP), or DNS over TLS on
+    # connections the engine keeps open (the node only marks its Outgoing; no TC retry)
+    upstream: Literal["udp", "tls"] = "udp"
     embedding_code: int = EMBEDDING_OPTION_CODE
 
 
@@ -159,6 +165,7 @@ class Endpoint:
     weight: int
     zone: str
     score: float | None = None  # the leaf's relevance score, when it sent scores
+    address6: str | None = None  # its AAAA address (agents that ask for AAAA)
 
 
 @dataclass(slots=True)
@@ -176,6 +183,10 @@ class Step:
     outcome: str
     with_intent: bool
     qid: int = 0  # DNS message ID (lets a packet capture be matched to its discovery)
+    # transport "tls": the engine's connection number, and whether this exchange opened it
+    # (and so paid the TCP and TLS handshakes)
+    conn: int = 0
+    opened: bool = False
 
 
 @dataclass
@@ -236,6 +247,7 @@ class Outgoing:
     dst: Address
     transport: Transport
     reply: bool = False  # an answer to a stub client (sent from the listening socket)
+    step: Step | None = None  # transport "tls": the exchange, for the engine to annotate
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +298,7 @@ class RecursiveResolver:
         name: str = "resolver",
     ) -> None:
         self.config = config or ResolverConfig()
+        self._upstream: Transport = "tls" if self.config.upstream == "tls" else "udp"
         self.rng = rng
         # query IDs: from ``rng`` (seeded) in simulation, for determinism; the live adapters
         # set an OS-random source (RFC 5452: IDs an off-path attacker cannot predict)
@@ -399,8 +412,15 @@ class RecursiveResolver:
         if task.result is not None:
             task.result.rounds += 1
         task.asks, task.replies = asks, [None] * len(asks)
+        unsendable = []  # names a hostile or odd referral made too long for the wire
         for i, ask in enumerate(asks):
-            self._send(task, i, self._order(ask.servers), 0, "udp", now)
+            if len(ask.qname) > 63 and not name_fits(ask.qname):
+                unsendable.append(i)
+                continue
+            self._send(task, i, self._order(ask.servers), 0, self._upstream, now)
+        for i in unsendable:  # answered at once, after the others left (the last may advance)
+            self.stats["unsendable_name"] += 1
+            self._deliver(task, i, Reply(None, "name too long for the wire"), now)
 
     def _order(self, servers: tuple[Address, ...]) -> list[Address]:
         """Replicas in the order they will be tried (lowest SRTT first, or random)."""
@@ -456,12 +476,14 @@ class RecursiveResolver:
             step=step,
         )
         self.stats[f"sent_{transport}"] += 1
-        self._out.append(Outgoing(wire, server, transport))
+        self._out.append(Outgoing(wire, server, transport, step=step if transport == "tls"
+                                  else None))
 
     def _retry(self, pending: _Pending, now: float, why: str) -> None:
         if pending.attempt + 1 < self.config.max_attempts:
             self.stats["retries"] += 1
-            self._send(pending.task, pending.index, pending.order, pending.attempt + 1, "udp", now)
+            self._send(pending.task, pending.index, pending.order, pending.attempt + 1,
+                       self._upstream, now)
         else:
             self._deliver(pending.task, pending.index, Reply(None, why), now)
 

@@ -232,6 +232,16 @@ def is_subdomain(name: str, zone: str) -> bool:
     return zone == "." or name == zone or name.endswith("." + zone)
 
 
+def name_fits(name: str) -> bool:
+    """Can ``name`` (absolute, text form) go on the wire: labels of 1–63 octets, at most
+    255 octets in all (RFC 1035 §2.3.4)? A cursor adds ``_`` to its zone's first label, so
+    a zone learned from a referral can make one that does not."""
+    if len(name) <= 63:
+        return True
+    labels = name.rstrip(".").split(".")
+    return len(name) + 1 <= 255 and all(0 < len(label.encode()) <= 63 for label in labels)
+
+
 def cursor_name(service: str, zone: str, proto: str = "tcp") -> str:
     """Partially unfolded name: the search stands at ``zone`` (``_mcp._tcp._weather.tools.``)."""
     zone = normalise(zone)

@@ -7,9 +7,21 @@ children is a leaf (it holds tools as SRV records sharing the name ``_svc._proto
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 
 Address = tuple[str, int]
+
+#: ULA prefix (RFC 4193, fd00::/8) of the tools' IPv6 addresses: ``fd74:6f6f:6c73::/96``
+#: ("tools" in ASCII after fd), the IPv4 address in the low 32 bits.
+AAAA_PREFIX = ipaddress.IPv6Network("fd74:6f6f:6c73::/96")
+
+
+def aaaa_address(ipv4: str) -> ipaddress.IPv6Address:
+    """The IPv6 (AAAA) address a tool target gets beside its IPv4 (A) address: the IPv4
+    address embedded in :data:`AAAA_PREFIX` (127.2.0.5 → ``fd74:6f6f:6c73::7f02:5``), a
+    deterministic, reversible mapping in unique-local space that routes nowhere."""
+    return AAAA_PREFIX[int(ipaddress.IPv4Address(ipv4))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +90,7 @@ class ZoneData:
     org: str | None = None
     ttls: Ttls = field(default_factory=Ttls)
     serial: int = 1
+    aaaa: bool = False  # tool targets also get an AAAA record (:func:`aaaa_address`)
 
     @property
     def is_leaf(self) -> bool:

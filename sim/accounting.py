@@ -5,11 +5,13 @@ between engines is only *which* messages were exchanged. UDP is exact (IPv4 20 b
 UDP 8 bytes, no options). TCP is a model of one short connection per exchange — the
 three-way handshake, one data segment each way carrying the 2-byte length prefix, and a
 FIN/ACK teardown — with 20-byte TCP headers (no options); the capture-verified accounting
-of the baselines issue refines it.
+of the baselines issue refines it. DNS over TLS to the authoritative servers (transport
+"tls", :func:`dot_exchange_cost`) follows :class:`TcpModel` on persistent connections.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 IPV4 = 20
@@ -47,10 +49,15 @@ def exchange_cost(transport: str, query_len: int, reply_len: int) -> WireCost:
     return WireCost(up, up_packets, down, down_packets)
 
 
-def steps_cost(steps) -> WireCost:  # steps: Iterable[nodes.resolver.Step]
+def steps_cost(steps, dot: DotModel | None = None) -> WireCost:
+    """Cost of a discovery's exchanges (``steps``: nodes.resolver.Step); exchanges over
+    DNS over TLS (transport "tls") need ``dot``."""
     total = WireCost()
     for s in steps:
-        total = total + exchange_cost(s.transport, s.bytes_out, s.bytes_in)
+        if s.transport == "tls":
+            total = total + dot_exchange_cost(s, dot)  # type: ignore[arg-type]
+        else:
+            total = total + exchange_cost(s.transport, s.bytes_out, s.bytes_in)
     return total
 
 
@@ -187,3 +194,108 @@ def http_cost(steps, opened: set[int], closed: bool, keepalive: bool, tls,
             up(2 * bare, 2)  # FIN and the last ACK
             down(bare)  # server FIN
     return WireCost(cost[0], cost[1], cost[2], cost[3])
+
+
+# ------------------------------------------------------------------ DNS over TLS (RFC 7858)
+
+DOT_PORT = 853
+
+
+def dot_port(dns_port: int) -> int:
+    """The DNS-over-TLS port beside a DNS port: 853 beside 53, moved with it (15353 →
+    16153) when the live engine runs off the privileged ports."""
+    return dns_port + DOT_PORT - 53
+
+
+@dataclass(frozen=True, slots=True)
+class DotModel:
+    """What the cost of a DNS-over-TLS exchange depends on: the TLS sizes of the run's
+    certificate (:class:`sim.registries.TlsSizes`, a real in-memory handshake), the TCP
+    model, the client's pure ACK after each response by exchange (``id(step)`` → 0/1,
+    from :func:`dot_acks`; missing: 1) and the server's pure ACK of pipelined queries
+    (``server_acks``, also from :func:`dot_acks`; missing: 0)."""
+
+    tls: object  # sim.registries.TlsSizes
+    model: TcpModel = TcpModel()
+    acks: dict[int, int] | None = None
+    server_acks: dict[int, int] | None = None
+
+
+def dot_acks(steps) -> tuple[dict[int, int], dict[int, int]]:
+    """Pure ACKs of DNS-over-TLS exchanges, by ``id(step)``: the client's after each
+    response, and the server's of pipelined queries.
+
+    Both are empirical rules read off captures of these connections on Linux loopback
+    (``tooldns run scenarios/dot-cost.yaml --engine live --capture``), not a model of the
+    kernel's quickack and receive-MSS heuristics. Client: a response is acknowledged by
+    the next query on the connection when that leaves within the delayed-ACK timeout,
+    else by a pure ACK (from the timer) — the handshake's flights leave the connection
+    out of quickack, and unlike the plain-TCP registries (:func:`keepalive_acks`) it was
+    never seen to return to it. Server: one pure ACK per burst of pipelined queries (a
+    query sent before the previous one on the connection was answered: the A or AAAA
+    queries for a leaf's targets), counted on the burst's second query."""
+    conns: dict[int, list] = {}
+    for s in steps:
+        if s.transport == "tls" and s.conn:
+            conns.setdefault(s.conn, []).append(s)
+    client: dict[int, int] = {}
+    server: dict[int, int] = {}
+    for group in conns.values():
+        group.sort(key=lambda st: st.sent)
+        for i, s in enumerate(group):
+            if s.bytes_in and s.rtt is not None:
+                gap = (group[i + 1].sent - (s.sent + s.rtt) if i + 1 < len(group)
+                       else float("inf"))
+                client[id(s)] = 1 if gap > ATO else 0
+        bursting = False
+        for prev, s in itertools.pairwise(group):
+            pipelined = prev.rtt is not None and s.sent < prev.sent + prev.rtt
+            if pipelined and not bursting:
+                server[id(s)] = 1
+            bursting = pipelined
+    return client, server
+
+
+def dot_exchange_cost(step, dot: DotModel) -> WireCost:
+    """IP-layer cost of one DNS message exchange over a persistent TLS 1.3 connection
+    (RFC 7858; RFC 7766 reuse), under :class:`TcpModel`: the TCP and TLS handshakes when
+    the exchange ``opened`` the connection (SYN, SYN-ACK, ACK, ClientHello, ACK, server
+    flight, ACK, Finished, tickets — as :func:`http_cost`), the query and the response as
+    TLS records carrying the 2-byte length prefix and the message, the client's pure ACK
+    after the response (``dot.acks``). The teardown (close_notify, FINs) belongs to the
+    connection, not to one exchange, and is not counted here (the engines count it)."""
+    tls, model = dot.tls, dot.model
+    bare = IPV4 + TCP_TS
+    bu = pu = bd = pd = 0
+    if step.opened:
+        bu += IPV4 + TCP_SYN + bare  # SYN, ACK
+        bd += IPV4 + TCP_SYN  # SYN-ACK
+        pu, pd = 2, 1
+        for size, toward_server in ((tls.client_hello, True), (tls.server_flight, False),
+                                    (tls.client_finished, True), (tls.tickets, False)):
+            n, b = model.segments(size)
+            if toward_server:
+                bu, pu = bu + b, pu + n
+            else:
+                bd, pd = bd + b, pd + n
+        bd, pd = bd + bare, pd + 1  # the server's ACK of the ClientHello
+        bu, pu = bu + bare, pu + 1  # the client's ACK of the server flight
+    n, b = model.segments(tls.records(2 + step.bytes_out))
+    bu, pu = bu + b, pu + n
+    if dot.server_acks:
+        ack = dot.server_acks.get(id(step), 0)
+        bd, pd = bd + bare * ack, pd + ack
+    if step.bytes_in:
+        n, b = model.segments(tls.records(2 + step.bytes_in))
+        bd, pd = bd + b, pd + n
+        ack = 1 if dot.acks is None else dot.acks.get(id(step), 1)
+        bu, pu = bu + bare * ack, pu + ack
+    return WireCost(bu, pu, bd, pd)
+
+
+def dot_close_cost(tls) -> WireCost:
+    """The teardown of one DNS-over-TLS connection (idle timeout, table full, end of run):
+    → close_notify, ← close_notify, ← FIN, → FIN, ← ACK, as :func:`http_cost` counts it."""
+    bare = IPV4 + TCP_TS
+    alert = bare + tls.records(2)
+    return WireCost(alert + bare, 2, alert + 2 * bare, 3)

@@ -793,7 +793,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queries", help="queries JSONL (default: beside the catalogue)")
     p.add_argument("--methods", help="comma-separated: flat:S, context, "
                    "tooldns:S[:B[:score|global]], a2x:S:get_one|get_important|get_all, "
-                   "grail (S: bm25 tfidf dense maxsim llm)")
+                   "grail[:no-maxsim|no-tags|no-pseudo|no-synonyms|intersect|alpha=X|"
+                   "pseudo=N…], grail-intersect (S: bm25 tfidf dense maxsim llm); "
+                   "GRAIL's pseudo-documents need --test-fraction (docs/grail.md)")
     p.add_argument("--out", help="output directory (default results/<name>)")
     p.add_argument("-k", "--k", type=int, default=10, help="K of hit@K and recall@K")
     p.add_argument("--sample", type=int, help="evaluate a seeded sample of this many queries")

@@ -6,12 +6,15 @@ This machine has no netem qdisc, so link delay and loss are emulated in user spa
 adapter holds a packet back for the one-way delay the scenario's path model draws (and
 drops it when the model says lost) — the same model the simulation engine uses. Node
 time is loop time minus the run's origin, so records line up with the simulation's.
+With ``plan.dot`` the servers also listen for DNS over TLS and the resolvers query them
+over persistent TLS 1.3 connections (:class:`sim.live.DotUpstream`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import Callable
 
@@ -19,10 +22,11 @@ import numpy as np
 
 from nodes.agent import StubResult
 from nodes.registry import RegistryServer
-from sim.accounting import IPV4
+from sim.accounting import IPV4, dot_port
 from sim.engines import EngineOutput, RunPlan
 from sim.faults import registry_address, registry_order
 from sim.live import (
+    DotUpstream,
     NodeEndpoint,
     ServerEndpoint,
     call_precisely,
@@ -87,6 +91,8 @@ async def _run(plan: RunPlan) -> EngineOutput:
     resolvers = {ip: NodeEndpoint(node, (ip, plan.dns_port), ip, origin, shaper,
                                   on_done=out.add_walks)
                  for ip, node in plan.resolvers.items()}
+    if plan.dot is not None:  # DNS over TLS between resolvers and servers
+        _dot_endpoints(plan, servers, resolvers, out)
     finished: dict[int, asyncio.Future] = {}
 
     def on_stub(done: list[StubResult]) -> None:
@@ -113,6 +119,10 @@ async def _run(plan: RunPlan) -> EngineOutput:
         t0 = loop.time() - origin
         if faults is not None:
             faults.start(t0)
+        if plan.churn is not None:  # sim.churn: tools change at their workload times
+            for at, apply in plan.churn.timeline(plan):  # type: ignore[attr-defined]
+                call_precisely(origin + t0 + at - loop.time(),  # before a probe due then
+                               lambda apply=apply: apply(loop.time() - origin))
         for job in plan.jobs:
             finished[job.index] = loop.create_future()
 
@@ -136,6 +146,25 @@ async def _run(plan: RunPlan) -> EngineOutput:
     return out
 
 
+def _dot_endpoints(plan: RunPlan, servers: list[ServerEndpoint],
+                   resolvers: dict[str, NodeEndpoint], out: EngineOutput) -> None:
+    """Give every server a DNS-over-TLS listener and every resolver its connections."""
+    dot = plan.dot
+    server_ctx, client_ctx = dot.server_context(), dot.client_context()  # type: ignore[attr-defined]
+    for endpoint in servers:
+        endpoint.tls, endpoint.tls_port = server_ctx, dot_port(plan.dns_port)
+    numbers = itertools.count(1)  # connection numbers, unique over the run's resolvers
+    for ip, endpoint in resolvers.items():
+        def count(key: str, ip: str = ip, endpoint: NodeEndpoint = endpoint) -> None:
+            endpoint.count(key)
+            out.count(ip, key)  # dot_opened / dot_closed: the run's replay summary
+
+        endpoint.dot = DotUpstream(
+            ip, client_ctx, lambda d, s, ep=endpoint: ep._receive(d, s, "tls"), count,
+            endpoint.shaper, dot.idle, dot.max_connections, numbers, dot.sizes,  # type: ignore[attr-defined]
+            out.flows)
+
+
 WRITE_TIMEOUT = 10.0  # seconds a registry response may take to drain to a slow reader
 LINGER = 1.0  # seconds a registry reads (and drops) what follows an error before closing
 
@@ -144,7 +173,7 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
                          delay: Callable[[str, int], float] | None = None,
                          address: str | None = None, server: object | None = None,
                          conns: set[asyncio.StreamWriter] | None = None,
-                         write_timeout: float = WRITE_TIMEOUT,
+                         write_timeout: float = WRITE_TIMEOUT, search: float = 0.0,
                          ) -> asyncio.base_events.Server:
     """Serve a registry over HTTP/1.1 (TLS 1.3 with ``tls``) on its address and port.
 
@@ -155,7 +184,8 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
     cap; here each read waits until the node's next deadline, and each write may take
     ``write_timeout`` seconds. ``now`` must advance (node time). A replica serves at
     ``address`` with its own ``server`` node; ``conns`` collects the open connections
-    (so a crash can reset them).
+    (so a crash can reset them). ``search`` seconds (``processing.registry``, modelled)
+    pass before each answer to a request, awaited so other connections are served meanwhile.
     """
     node: RegistryServer = server if server is not None else reg.server  # type: ignore[assignment]
 
@@ -195,6 +225,8 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
                     data = b"-"  # a timeout is the server giving up, as an error is
                 else:
                     reply, close = node.receive(peer, data, now())
+                    if reply and data and search > 0.0:  # the modelled search
+                        await sleep_precisely(search)
                 if reply:
                     await write(writer, peer, reply)
                 if close or not data:
@@ -278,7 +310,7 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
         listening[host] = await start_registry(
             reg, tls=plan.tls is not None, now=now,  # type: ignore[arg-type]
             delay=lambda peer, n: delay(host, peer, wire(n)), address=host,
-            server=nodes[host], conns=server_conns[host])
+            server=nodes[host], conns=server_conns[host], search=plan.registry_time)
 
     def crash(host: str) -> None:  # the process dies: no listener, connections reset
         server = listening.pop(host, None)
@@ -391,6 +423,9 @@ async def _run_http(plan: RunPlan) -> EngineOutput:
                     loop.call_at(origin + start, crash, host)
                     if end != float("inf"):
                         loop.call_at(origin + end, restart, host)
+        if plan.churn is not None:  # sim.churn: the registry's index changes at these times
+            for at, apply in plan.churn.timeline(plan):  # type: ignore[attr-defined]
+                call_precisely(origin + at - loop.time(), lambda apply=apply: apply(now()))
         for job in plan.jobs:
             finished[job.index] = loop.create_future()
         await replay(plan, ask, finished, origin)

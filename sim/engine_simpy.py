@@ -5,10 +5,18 @@ one-way delay the path model draws for its IP size (link delays, serialisation, 
 a TCP exchange first pays a handshake (one round trip). Each node handles one message at
 a time for its processing time, so load queues. Timers (resolver retries, agent timeouts)
 are simpy timeouts. Same scenario and seed → the same event order → identical results.
+
+DNS over TLS between resolvers and servers (``plan.dot``, transport "tls"): each resolver
+keeps one connection per server in a bounded table (least recently used closed first,
+closed after ``idle`` seconds without traffic); the first exchange on a connection pays the
+TCP handshake and the TLS 1.3 round trip (ClientHello → server flight, the measured
+sizes; the client's Finished leaves with the query), later ones only their TLS records.
+The exchange is marked on its Step (``conn``, ``opened``) for the accounting.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from time import perf_counter
 
@@ -17,7 +25,7 @@ import simpy
 
 from nodes.codec import parse_query
 from nodes.resolver import Outgoing
-from sim.accounting import IPV4, TCP, UDP
+from sim.accounting import IPV4, TCP, TCP_TS, UDP
 from sim.engines import AGENT_PORT, EngineOutput, RunPlan
 from sim.workload import Job
 
@@ -73,6 +81,11 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
     one_way = plan.path.one_way  # type: ignore[attr-defined]
     timeout = env.timeout
     head = {"udp": IPV4 + UDP, "tcp": IPV4 + TCP + 2}  # IP + transport (+ TCP length field)
+    dot = plan.dot
+    if dot is not None:  # + one TLS record's overhead around the length field and message
+        head["tls"] = IPV4 + TCP_TS + 2 + dot.sizes.record_overhead  # type: ignore[attr-defined]
+    # DNS over TLS: resolver -> server -> [connection number, last traffic time]
+    dot_conns: dict[str, OrderedDict[str, list]] = {}
     # (kind, processing time) per address; the costly classes are told apart only when
     # they have their own time (or are being measured)
     base = {ip: ("agent", plan.agent_time) for ip in plan.agents}
@@ -102,6 +115,8 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
             return
         if transport == "tcp" and not msg.reply:  # SYN and SYN-ACK before the query
             delay += handshake(role_of[src], role_of[dst])
+        elif transport == "tls":
+            delay += dot_connection(src, dst, msg)
         sender = (src, port_of.get(src, plan.dns_port))
         timeout(delay).callbacks.append(lambda _e: deliver(dst, data, sender, transport))
 
@@ -118,6 +133,50 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
             out.count(ip_of[y], "rx_bytes", IPV4 + TCP)
             total += d
         return total
+
+    def dot_connection(src: str, dst: str, msg: Outgoing) -> float:
+        """Delay before a DNS-over-TLS message leaves: the handshakes when the resolver has
+        no open connection to the server (a reply only refreshes its connection)."""
+        now = env.now
+        if msg.reply:  # server -> resolver
+            entry = dot_conns.get(dst, {}).get(src)
+            if entry is not None:
+                entry[1] = now
+            return 0.0
+        table = dot_conns.setdefault(src, OrderedDict())
+        entry = table.get(dst)
+        if entry is not None and now - entry[1] > dot.idle:  # type: ignore[union-attr]
+            del table[dst]  # closed by the idle timeout
+            out.count(src, "dot_closed")
+            entry = None
+        step = msg.step
+        if entry is not None:
+            table.move_to_end(dst)
+            entry[1] = now
+            if step is not None:
+                step.conn = entry[0]
+            return 0.0
+        if len(table) >= dot.max_connections:  # type: ignore[union-attr]
+            table.popitem(last=False)  # the least recently used
+            out.count(src, "dot_closed")
+        out.count(src, "dot_opened")
+        conn = dot_ids[0] = dot_ids[0] + 1
+        table[dst] = [conn, now]
+        if step is not None:
+            step.conn, step.opened = conn, True
+        sizes = dot.sizes  # type: ignore[union-attr]
+        total = handshake(role_of[src], role_of[dst])
+        for x, y, size in ((src, dst, sizes.client_hello), (dst, src, sizes.server_flight)):
+            d = one_way(role_of[x], role_of[y], IPV4 + TCP_TS + size, rng)
+            while d is None:  # a lost flight is sent again after the initial RTO
+                total += SYN_RTO
+                d = one_way(role_of[x], role_of[y], IPV4 + TCP_TS + size, rng)
+            bump(x, "tx_packets", "tx_bytes", IPV4 + TCP_TS + size)
+            bump(y, "rx_packets", "rx_bytes", IPV4 + TCP_TS + size)
+            total += d
+        return total
+
+    dot_ids = [0]
 
     def deliver(dst: str, data: bytes, src: tuple[str, int], transport: str) -> None:
         bump(dst, "rx_packets", "rx_bytes", len(data) + head[transport])
@@ -194,6 +253,9 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
     t0 = env.now
     if faults is not None:
         faults.start(t0)
+    if plan.churn is not None:  # sim.churn: tools change at their workload times
+        for at, apply in plan.churn.timeline(plan):  # type: ignore[attr-defined]
+            timeout(t0 + at - env.now).callbacks.append(lambda _e, apply=apply: apply(env.now))
 
     def ask(job: Job) -> None:
         ip = plan.agent_order[job.agent]
@@ -216,6 +278,9 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
     replay(env, plan, ask, done_events, t0)
     env.run()
     out.end_time = env.now
+    for ip, table in dot_conns.items():  # DNS over TLS: still open at the end, closed now
+        if table:
+            out.count(ip, "dot_closed", len(table))
     return out
 
 
@@ -224,7 +289,8 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
 
     Connection set-up costs the TCP handshake (and the TLS 1.3 flights) in delay; each
     request and response travels as one message of its real bytes (TLS records added);
-    wire packets and bytes come from :func:`sim.accounting.http_cost`.
+    wire packets and bytes come from :func:`sim.accounting.http_cost`. ``processing.registry``
+    (modelled search time) delays each answer to a request without occupying the registry.
     """
     from nodes.registry import RegistryServer
     from sim.accounting import TCP_SYN, TCP_TS
@@ -248,6 +314,7 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
     busy: dict[str, float] = {}
     armed: dict[str, float] = {}
     done_events: dict[int, simpy.Event] = {}
+    search = plan.registry_time  # processing.registry (modelled), per request answered
 
     def one_way(src: str, dst: str, size: int, rto: float) -> float:
         total = 0.0
@@ -352,7 +419,10 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
             if plan.measure is not None:
                 plan.measure.setdefault("server", []).append(perf_counter() - t)
             if reply:
-                later(one_way(host, ip, wire(len(reply)), 0.2), to_agent, ip, conn, reply)
+                d = one_way(host, ip, wire(len(reply)), 0.2)
+                if data and search > 0.0:  # modelled search: delays the answer, holds no CPU
+                    d += search
+                later(d, to_agent, ip, conn, reply)
 
         later(start + plan.server_time - env.now, process)
 
@@ -372,6 +442,9 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
         plan.agents[ip].ask(job, plan.requests[job.index], env.now)
         pump(ip)
 
+    if plan.churn is not None:  # sim.churn: the registry's index changes at these times
+        for at, apply in plan.churn.timeline(plan):  # type: ignore[attr-defined]
+            later(at, apply, at)
     replay(env, plan, ask, done_events, 0.0)
     env.run()
     out.end_time = env.now

@@ -39,15 +39,18 @@ class RunPlan:
     resolver_time: float = 20e-6
     resolver_stub_time: float | None = None  # an agent's query at the resolver (None: as above)
     agent_time: float = 0.0
+    registry_time: float = 0.0  # modelled search before each registry HTTP response (seconds)
     measure: dict[str, list[float]] | None = None  # simpy only: measured cost per node kind
     dns_port: int = 53
     engine_options: dict | None = None  # engine-specific settings (scenario engine_options)
     registry: object | None = None  # sim.registries.RegistrySetup for HTTP-registry schemes
     tcp: object | None = None  # sim.accounting.TcpModel (registry schemes)
     tls: object | None = None  # sim.registries.TlsSizes when the scheme uses TLS
+    dot: object | None = None  # sim.hierarchy.DotSetup: the resolvers query over DNS over TLS
     faults: object | None = None  # sim.faults.FaultPlan (scenario faults:), consulted per packet
     registry_replicas: int = 1  # registry hosts behind one name (sim.faults: failover order)
     shard: int | None = None  # sim.shards: this plan is shard N of a run (own link-delay stream)
+    churn: object | None = None  # sim.churn.ChurnSchedule: tools change at workload times
     # called with the number of discoveries finished so far (progress bars; simpy and live)
     on_stub: Callable[[int], None] | None = None
 

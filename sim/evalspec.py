@@ -7,11 +7,12 @@ do not pay for them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 DEFAULT_METHODS = (
     "flat:bm25", "flat:tfidf", "flat:dense", "context",
@@ -20,6 +21,94 @@ DEFAULT_METHODS = (
     "a2x:dense:get_one", "a2x:dense:get_important", "a2x:dense:get_all",
     "grail",
 )
+SCORERS = ("bm25", "tfidf", "dense", "maxsim", "llm")
+POLICIES = ("get_one", "get_important", "get_all")
+
+# ------------------------------------------------------------------ GRAIL variants (seed 002)
+
+GRAIL_DENSE_TOP = 50  # the paper's Algorithm 1: I_ctx.search(v_q, top_k=50)
+GRAIL_ALPHA = 0.5  # the paper gives no value for α (eq. 5); an even split of the two scores
+GRAIL_PSEUDO_QUERIES = 10  # training queries appended per tool's pseudo-document
+
+
+@dataclass(frozen=True)
+class GrailOptions:
+    """One GRAIL variant (method ``grail[:OPT…]``; ``grail-intersect`` = the old reading).
+
+    ``recall`` — ``union`` (the paper: C = C_sparse ∪ C_dense) or ``intersect`` (the
+    testbed's earlier reading: the dense top-50 *within* the tag candidates, all tools when
+    fewer than 50 match); ``tags`` — the sparse path on (``no-tags`` = the paper's "w/o
+    SLM"); ``tag_source`` — ``catalog`` (each tool's own category path and name words)
+    or ``zone`` (the labels of the evaluated tree's zones: the earlier reading);
+    ``synonyms`` — expand the tag index with mined synonyms; ``pseudo`` — training queries
+    per pseudo-document (0 = name + description alone); ``maxsim`` — the resonance score
+    (``no-maxsim`` = cosine with the mean of the example vectors, the paper's "w/o
+    MaxSim"); ``alpha`` — α of eq. 5.
+    """
+
+    recall: str = "union"
+    tags: bool = True
+    tag_source: str = "catalog"
+    synonyms: bool = True
+    pseudo: int = GRAIL_PSEUDO_QUERIES
+    maxsim: bool = True
+    alpha: float = GRAIL_ALPHA
+
+
+GRAIL_FLAGS = {"no-maxsim": ("maxsim", False), "no-tags": ("tags", False),
+               "no-pseudo": ("pseudo", 0), "no-synonyms": ("synonyms", False),
+               "intersect": ("recall", "intersect")}
+GRAIL_PAPER = GrailOptions()  # ``grail``
+GRAIL_INTERSECT = GrailOptions(recall="intersect", tag_source="zone", synonyms=False, pseudo=0)
+
+
+def grail_options(method: str) -> GrailOptions:
+    """Parse ``grail[:no-maxsim][:no-tags][:no-pseudo][:no-synonyms][:intersect]
+    [:alpha=X][:pseudo=N]`` or ``grail-intersect``; ValueError naming the bad part."""
+    if method == "grail-intersect":
+        return GRAIL_INTERSECT
+    parts = method.split(":")
+    if parts[0] != "grail":
+        raise ValueError(f"not a GRAIL method: {method!r}")
+    opts: dict[str, object] = {}
+    for part in parts[1:]:
+        key, _, value = part.partition("=")
+        try:
+            if part in GRAIL_FLAGS:
+                field_, val = GRAIL_FLAGS[part]
+                opts[field_] = val
+            elif key == "alpha" and 0.0 <= float(value) <= 1.0:
+                opts["alpha"] = float(value)
+            elif key == "pseudo" and value.isdigit():
+                opts["pseudo"] = int(value)
+            else:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"{method!r}: unknown GRAIL option {part!r} (no-maxsim, no-tags, "
+                             f"no-pseudo, no-synonyms, intersect, alpha=X in [0, 1], "
+                             f"pseudo=N)") from None
+    return GrailOptions(**opts)  # type: ignore[arg-type]
+
+
+
+def check_method(method: str) -> None:
+    """Raise ValueError unless ``method`` is a method spec :mod:`sim.evaluate` runs."""
+    parts = method.split(":")
+    if parts[0] in ("grail", "grail-intersect"):
+        grail_options(method)  # raises naming the bad option
+        return
+    ok = ((parts[0] == "flat" and len(parts) == 2 and parts[1] in SCORERS)
+          or (parts[0] == "tooldns" and len(parts) in (2, 3, 4) and parts[1] in SCORERS
+              and (len(parts) == 2 or parts[2].isdigit())
+              and (len(parts) < 4 or parts[3] in ("rr", "score", "global")))
+          or (parts[0] == "a2x" and len(parts) == 3 and parts[1] in SCORERS
+              and parts[2] in POLICIES)
+          or method == "context")
+    if not ok:
+        raise ValueError(f"unknown method {method!r} (flat:S, context, "
+                         f"tooldns:S[:B[:score|global]], a2x:S:POLICY, grail[:OPT…], "
+                         f"grail-intersect; S in {sorted(SCORERS)})")
+
 
 
 class _Spec(BaseModel):
@@ -39,7 +128,8 @@ class DatasetSpec(_Spec):
     depth: int = Field(2, ge=1, le=8)
     sample: int | None = Field(None, ge=1, description="evaluate a seeded sample of queries")
     test_fraction: float | None = Field(None, gt=0, le=1,
-                                        description="stratified test split (paper: 0.4)")
+                                        description="stratified test split (paper: 0.4); "
+                                        "GRAIL's pseudo-documents read the rest")
 
 
 class TaxonomySpec(_Spec):
@@ -77,13 +167,23 @@ class EvalScenario(_Spec):
     dataset: DatasetSpec = DatasetSpec()
     taxonomy: TaxonomySpec = TaxonomySpec()
     methods: tuple[str, ...] = Field(DEFAULT_METHODS, description="flat:S, context, "
-                                     "tooldns:S[:B[:score|global]], a2x:S:MODE, grail "
+                                     "tooldns:S[:B[:score|global]], a2x:S:MODE, "
+                                     "grail[:OPT…] (the paper's GRAIL; OPT: no-maxsim, "
+                                     "no-tags, no-pseudo, no-synonyms, intersect, alpha=X, "
+                                     "pseudo=N), grail-intersect (the earlier reading) "
                                      "(S: bm25 tfidf dense maxsim llm)")
     k: int = Field(10, ge=1, description="K of hit@K and recall@K")
     llm: LLMSpec = LLMSpec()
     cache_dir: str | None = Field(None, description="keep sentence embeddings on disk here")
     out: str | None = Field(None, description="output folder (default results/<name>)")
     plots: bool = Field(True, description="write the figures")
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for method in value:
+            check_method(method)
+        return value
 
 
 def load_eval(path: str | Path) -> EvalScenario:

@@ -1,13 +1,15 @@
 """Instantiate a namespace as authoritative server nodes, one per NS replica address.
 
 Engine-independent: the memory, live (and later simpy/ray/mininet) engines all start
-from a :class:`Hierarchy`, so they run the very same node objects.
+from a :class:`Hierarchy`, so they run the very same node objects. :func:`dot_setup` makes
+the certificate the servers present to resolvers that query them over DNS over TLS.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from nodes.authoritative import AuthoritativeServer
 from nodes.resolver import RecursiveResolver, ResolverConfig
@@ -23,6 +25,16 @@ from nodes.scoring import (
 from nodes.wire import DEFAULT_OPTION_CODE
 from nodes.zone import Ttls
 from topologies.namespace import ROOT, Namespace, assign_servers, gc_paused
+
+if TYPE_CHECKING:
+    import ssl
+
+    from nodes.pki import Identity
+    from sim.registries import TlsSizes
+
+#: the name in the servers' DNS-over-TLS certificate, which resolvers authenticate (one
+#: certificate for every server of the run, as one operator's; RFC 6761 reserved name)
+DOT_HOST = "dot.tools.test"
 
 
 @dataclass
@@ -95,6 +107,7 @@ def build_hierarchy(
     packet_cache: int = 4096,
     packet_cache_bytes: int = 16 * 1024 * 1024,
     cname_referral: bool = True,
+    aaaa: bool = False,
 ) -> Hierarchy:
     """One :class:`AuthoritativeServer` per (zone, replica) (``packet_cache``: replies each
     server keeps for repeated queries, 0 for none, within ``packet_cache_bytes``); they
@@ -102,7 +115,8 @@ def build_hierarchy(
     once, here (``encoder``, a disk cache if given), and every server embeds each intent it
     sees itself, with its own cache, as separate machines would; so does every node
     :meth:`Hierarchy.scorer` equips. Each server allows zone transfers (AXFR) to loopback
-    and to the hierarchy's own server addresses."""
+    and to the hierarchy's own server addresses. ``aaaa``: tool targets also get AAAA
+    records (:func:`nodes.zone.aaaa_address`); the servers' own addresses stay IPv4."""
     servers_by_zone = assign_servers(ns, replicas=replicas, first=first_address)
     given = None if isinstance(scorer, str) else scorer
     name = scorer if isinstance(scorer, str) else scorer.name
@@ -116,6 +130,8 @@ def build_hierarchy(
     zone_of: dict[str, str] = {}
     manifest = []
     for zone in ns.zone_data(servers_by_zone, ttls):
+        if aaaa:
+            zone = replace(zone, aaaa=True)
         role = "root" if zone.name == ROOT else "tld" if zone.name == "tools." else (
             "leaf" if zone.is_leaf else "intermediate")
         for ref in zone.servers:
@@ -133,3 +149,37 @@ def build_hierarchy(
     root_hints = [ref.address for ref in servers_by_zone[ROOT]]
     return Hierarchy(ns, servers, zone_of, root_hints, name, manifest, option_code, given,
                      encoder if per_server else None)
+
+
+@dataclass(frozen=True)
+class DotSetup:
+    """DNS over TLS (RFC 7858) between resolvers and the authoritative servers: a run CA
+    and one certificate for :data:`DOT_HOST` (deterministic per seed, as the registries'),
+    the measured TLS 1.3 sizes of a handshake with them, and the resolvers' connection
+    policy (idle timeout in seconds, connections each resolver keeps open). The servers
+    listen on port 853 beside 53 (:func:`sim.accounting.dot_port`)."""
+
+    ca: Identity
+    identity: Identity
+    sizes: TlsSizes
+    idle: float = 10.0
+    max_connections: int = 64
+
+    def server_context(self) -> ssl.SSLContext:
+        from sim.registries import _server_context
+        return _server_context(self.identity.cert_pem, self.identity.key_pem)
+
+    def client_context(self) -> ssl.SSLContext:
+        from sim.registries import _client_context
+        return _client_context(self.ca.cert_pem)
+
+
+def dot_setup(seed: int, idle: float = 10.0,
+              max_connections: int = 64) -> DotSetup:
+    """The run's DNS-over-TLS certificate and measured handshake sizes."""
+    from nodes.pki import issue, make_ca
+    from sim.registries import tls_sizes
+    ca = make_ca(seed, "ToolDNS testbed DNS CA")
+    identity = issue(ca, seed, DOT_HOST)
+    sizes = tls_sizes(identity.cert_pem, identity.key_pem, ca.cert_pem, DOT_HOST)
+    return DotSetup(ca, identity, sizes, idle, max_connections)

@@ -12,6 +12,13 @@
   where only queries are accepted. Query IDs come from the OS's randomness.
 * :class:`LiveHierarchy` — every server of a :class:`sim.hierarchy.Hierarchy` plus a
   resolver, started together (``tooldns serve``).
+* DNS over TLS (RFC 7858) between resolvers and servers: a server given a TLS context also
+  listens on :func:`dot_port` (TLS 1.3, the run CA's certificate for
+  :data:`sim.hierarchy.DOT_HOST`; handshake failures and malformed input counted,
+  handshakes in progress bounded, connections bounded by :class:`TcpLimits`), and a
+  resolver's :class:`DotUpstream` keeps one persistent connection per server (RFC 7766
+  reuse; bounded table, least recently used closed first; closed when idle) for the
+  Outgoing messages the node marks "tls".
 
 The node code never sees a socket or a clock: the adapters pass ``loop.time()`` in.
 """
@@ -20,11 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import random
 import resource
 import socket
-from collections import Counter
+import ssl
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,8 +49,8 @@ from nodes.resolver import (
     ResolverConfig,
 )
 from nodes.zone import Address
-from sim.accounting import IPV4, TCP, UDP
-from sim.hierarchy import Hierarchy
+from sim.accounting import IPV4, TCP, TCP_TS, UDP, dot_port
+from sim.hierarchy import DOT_HOST, Hierarchy
 
 DEFAULT_PORT = 15353
 DEFAULT_RESOLVER_ADDRESS = "127.0.53.1"
@@ -91,7 +100,12 @@ async def sleep_precisely(delay: float) -> None:
     await fut
 
 
+TLS_RECORD = 22  # TLS 1.3 record header (5) + inner content type (1) + AEAD tag (16)
+
+
 def _ip_size(transport: str, payload: int) -> int:
+    if transport == "tls":  # one TLS record around the length prefix and the message
+        return IPV4 + TCP_TS + 2 + TLS_RECORD + payload
     return IPV4 + (UDP if transport == "udp" else TCP + 2) + payload
 
 
@@ -160,12 +174,15 @@ async def _serve_tcp_stream(
     limits: TcpLimits | None = None,
     listener: set | None = None,
     count: Callable[[str], None] = lambda key: None,
+    transport: str = "tcp",
 ) -> None:
     """Length-prefixed DNS over one TCP connection until EOF, error, or a deadline: idle
     between messages, a message arriving too slowly, the connection's lifetime, or a peer
     that does not read its replies. Each ending other than EOF is counted. ``handle``
     returns the reply, None, or a list of messages (a zone transfer), written in order,
-    each within the write deadline."""
+    each within the write deadline. ``transport`` "tls": the stream is a TLS connection
+    (sizes for the emulated delays), whose replies are pipelined (RFC 7766 §6.2.1.1: the
+    next query is read while a reply waits out its emulated delay)."""
     limits = limits or TcpLimits()
     loop = asyncio.get_running_loop()
     opened = loop.time()
@@ -199,10 +216,13 @@ async def _serve_tcp_stream(
             lost = False
             for out in (() if reply is None else (reply,) if reply.__class__ is bytes
                         else reply):
-                d = delay(peer, _ip_size("tcp", len(out))) if delay is not None else 0.0
+                d = delay(peer, _ip_size(transport, len(out))) if delay is not None else 0.0
                 if d is None:  # emulated loss of a TCP segment: modelled as a dead connection
                     lost = True
                     break
+                if transport == "tls" and d:  # pipelined: written once its delay is over
+                    call_precisely(d, _write_open, writer, len(out).to_bytes(2, "big") + out)
+                    continue
                 if d:
                     await sleep_precisely(d)
                 writer.write(len(out).to_bytes(2, "big") + out)
@@ -228,6 +248,11 @@ async def _serve_tcp_stream(
             writer.close()
         with contextlib.suppress(Exception):
             await writer.wait_closed()
+
+
+def _write_open(writer: asyncio.StreamWriter, data: bytes) -> None:
+    if not writer.is_closing():
+        writer.write(data)
 
 
 @contextlib.contextmanager
@@ -285,6 +310,13 @@ class ServerEndpoint:
     udp: asyncio.DatagramTransport | None = None
     tcp: asyncio.base_events.Server | None = None
     _conns: set = field(default_factory=set)
+    # DNS over TLS: the server context, its port, the bounds of its connections
+    tls: ssl.SSLContext | None = None
+    tls_port: int = 0
+    tls_limits: TcpLimits = field(default_factory=lambda: DOT_LIMITS)
+    tls_server: asyncio.base_events.Server | None = None
+    _tls_conns: set = field(default_factory=set)
+    _handshaking: int = 0
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -315,13 +347,52 @@ class ServerEndpoint:
                                     self._conns, count)
 
         self.tcp = await asyncio.start_server(on_stream, *self.address, reuse_address=True)
+        if self.tls is not None:
+            await self._start_tls(delay, count)
+
+    async def _start_tls(self, delay: Callable[[Address, int], float | None],
+                         count: Callable[[str], None]) -> None:
+        """Listen for DNS over TLS: plain TCP accepted, then the TLS handshake here (so a
+        failed one is counted), at most ``tls_limits.per_listener`` at once."""
+        loop = asyncio.get_running_loop()
+        ctx, limits = self.tls, self.tls_limits
+
+        def on_message(data: bytes, peer: Address) -> bytes | None:
+            return self.server.handle(data, peer, loop.time() - self.origin, "tls")
+
+        async def on_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if self._handshaking >= limits.per_listener:
+                count("tls_handshakes_full_refused")
+                writer.transport.abort()
+                return
+            self._handshaking += 1
+            try:
+                async with asyncio.timeout(limits.message):
+                    await writer.start_tls(ctx)  # type: ignore[arg-type]
+            except (TimeoutError, ssl.SSLError, ConnectionError, OSError):
+                count("tls_handshake_failed")
+                writer.transport.abort()
+                return
+            finally:
+                self._handshaking -= 1
+            count("tls_connections")
+            # persistent: open when the run ends, so cancelled then (nothing to report)
+            with contextlib.suppress(asyncio.CancelledError):
+                await _serve_tcp_stream(reader, writer, on_message, delay, limits,
+                                        self._tls_conns, count, transport="tls")
+
+        with _naming((self.address[0], self.tls_port), "tcp"):
+            self.tls_server = await asyncio.start_server(
+                on_stream, self.address[0], self.tls_port, reuse_address=True)
 
     def close(self) -> None:
         if self.udp is not None:
             self.udp.close()
         if self.tcp is not None:
             self.tcp.close()
-        for conn in list(self._conns):
+        if self.tls_server is not None:
+            self.tls_server.close()
+        for conn in [*self._conns, *self._tls_conns]:
             _drop(conn)
 
 
@@ -472,6 +543,7 @@ class NodeEndpoint:
     _conns: set = field(default_factory=set)
     _waiters: dict[int, asyncio.Future] = field(default_factory=dict)
     _tasks: set[asyncio.Task] = field(default_factory=set)
+    dot: DotUpstream | None = None  # DNS over TLS to the servers (Outgoing "tls")
 
     @property
     def resolver(self) -> RecursiveResolver:
@@ -506,6 +578,8 @@ class NodeEndpoint:
     def close(self) -> None:
         if self._upstream is not None:
             self._upstream.close()
+        if self.dot is not None:
+            self.dot.close()
         if self._listen is not None:
             self._listen.close()
         if self._tcp_server is not None:
@@ -562,6 +636,10 @@ class NodeEndpoint:
 
     def _transmit(self, out: Outgoing) -> None:
         src_ip = self.address[0] if out.reply and self.address else self.source_ip
+        if out.transport == "tls":
+            if self.dot is not None and not out.reply:
+                self.dot.send(out)
+            return
         if out.transport == "udp":
             if out.reply:
                 _sendto(self._listen, out.data, out.dst, src_ip, self.shaper)
@@ -720,3 +798,174 @@ class LiveHierarchy:
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(json.dumps(self.manifest(), indent=2) + "\n", encoding="utf-8")
         tmp.replace(path)
+
+
+#: bounds on the servers' DNS-over-TLS connections: persistent by design (RFC 7858 §3.4),
+#: so idle for longer than the resolvers' own idle timeout before the server closes them
+DOT_LIMITS = TcpLimits(idle=60.0, message=TCP_IDLE_TIMEOUT, lifetime=3600.0)
+
+
+@dataclass(eq=False)
+class _DotConn:
+    dst: Address
+    number: int
+    writer: asyncio.StreamWriter | None = None
+    waiting: list[bytes] = field(default_factory=list)  # frames queued during the handshake
+    last: float = 0.0  # loop time of the last query or reply
+    timer: asyncio.TimerHandle | None = None
+    task: asyncio.Task | None = None
+    closed: bool = False
+
+
+class DotUpstream:
+    """A resolver's DNS-over-TLS connections to the authoritative servers (RFC 7858).
+
+    One persistent TLS 1.3 connection per server (port :func:`dot_port` of the server's
+    DNS port), opened on the first query to it and reused (RFC 7766 §6.2.1); at most
+    ``max_connections`` (the least recently used is closed to open another), each closed
+    after ``idle`` seconds without a query or reply (close_notify, then FIN). The emulated
+    link delays of the TCP handshake and the TLS round trip are waited before the real
+    handshake; each message waits its own. Replies are handed to the node as transport
+    "tls" from the server's DNS address; the node checks IDs and questions. Each exchange
+    is marked on its Step (connection number, whether it opened it) for the accounting.
+    """
+
+    def __init__(self, ip: str, ctx: ssl.SSLContext, deliver: Callable[[bytes, Address], None],
+                 count: Callable[[str], None], shaper: Shaper | None = None,
+                 idle: float = 10.0, max_connections: int = 64,
+                 numbers: Iterator[int] | None = None, sizes: object | None = None,
+                 flows: dict[tuple[str, int], int] | None = None) -> None:
+        self.ip, self.ctx, self.deliver, self.count, self.shaper = ip, ctx, deliver, count, shaper
+        self.idle, self.max_connections = idle, max_connections
+        self.numbers = numbers or itertools.count(1)  # shared by an engine's resolvers
+        self.sizes = sizes  # sim.registries.TlsSizes: the flights' sizes for the delays
+        self._conns: OrderedDict[Address, _DotConn] = OrderedDict()
+        # (own address, local port) -> connection number: lets a capture attribute the
+        # encrypted packets of each connection (sim.capture, as registry flows)
+        self.flows = flows if flows is not None else {}
+
+    def __len__(self) -> int:
+        return len(self._conns)
+
+    def send(self, out: Outgoing) -> None:
+        loop = asyncio.get_running_loop()
+        conn = self._conns.get(out.dst)
+        opened = conn is None
+        if conn is None:
+            while len(self._conns) >= self.max_connections:
+                self._close(next(iter(self._conns.values())), "dot_evicted")
+            conn = _DotConn(out.dst, next(self.numbers))
+            self._conns[out.dst] = conn
+            self.count("dot_opened")
+            conn.task = loop.create_task(self._run(conn))
+        else:
+            self._conns.move_to_end(out.dst)
+        if out.step is not None:
+            out.step.conn, out.step.opened = conn.number, opened
+        self._touch(conn)
+        frame = len(out.data).to_bytes(2, "big") + out.data
+        if conn.writer is None:
+            conn.waiting.append(frame)
+            return
+        self._write(conn, frame)
+
+    def _write(self, conn: _DotConn, frame: bytes) -> None:
+        delay = (self.shaper(self.ip, conn.dst[0], _ip_size("tls", len(frame) - 2))
+                 if self.shaper else 0.0)
+        if delay is None:  # emulated loss: the node's timer retries
+            return
+        if delay:
+            call_precisely(delay, self._write_now, conn, frame)
+        else:
+            self._write_now(conn, frame)
+
+    def _write_now(self, conn: _DotConn, frame: bytes) -> None:
+        if conn.writer is not None and not conn.closed and not conn.writer.is_closing():
+            conn.writer.write(frame)
+
+    def _touch(self, conn: _DotConn) -> None:
+        loop = asyncio.get_running_loop()
+        conn.last = loop.time()
+        if conn.timer is None:
+            conn.timer = loop.call_later(self.idle, self._check_idle, conn)
+
+    def _check_idle(self, conn: _DotConn) -> None:
+        conn.timer = None
+        left = conn.last + self.idle - asyncio.get_running_loop().time()
+        if conn.closed:
+            return
+        if left > 0:
+            conn.timer = asyncio.get_running_loop().call_later(left, self._check_idle, conn)
+        else:
+            self._close(conn, "dot_closed")
+
+    async def _handshake_delay(self, dst: str) -> None:
+        """The emulated link delays of SYN, SYN-ACK, ClientHello and the server flight."""
+        if self.shaper is None:
+            return
+        hello = getattr(self.sizes, "client_hello", 0)
+        flight = getattr(self.sizes, "server_flight", 0)
+        wait = 0.0
+        for a, b, size in ((self.ip, dst, IPV4 + TCP), (dst, self.ip, IPV4 + TCP),
+                           (self.ip, dst, IPV4 + TCP_TS + hello),
+                           (dst, self.ip, IPV4 + TCP_TS + flight)):
+            d = self.shaper(a, b, size)
+            wait += d if d is not None else SYN_RTO
+        await sleep_precisely(wait)
+
+    async def _run(self, conn: _DotConn) -> None:
+        """Open the connection, send what waited, then read replies until it ends."""
+        ip, port = conn.dst[0], dot_port(conn.dst[1])
+        try:
+            await self._handshake_delay(ip)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                ip, port, ssl=self.ctx, server_hostname=DOT_HOST,
+                local_addr=(self.ip, 0)), TCP_IDLE_TIMEOUT)
+        except (OSError, TimeoutError, ssl.SSLError):
+            self.count("dot_connect_failed")
+            self._forget(conn)
+            return
+        if conn.closed:  # evicted while connecting
+            writer.close()
+            return
+        conn.writer = writer
+        sockname = writer.get_extra_info("sockname")
+        if sockname:
+            self.flows[(self.ip, sockname[1])] = conn.number
+        for frame in conn.waiting:
+            self._write(conn, frame)
+        conn.waiting.clear()
+        try:
+            while True:
+                head = await reader.readexactly(2)
+                data = await reader.readexactly(int.from_bytes(head, "big"))
+                if len(data) < 12 or not data[2] & 0x80:
+                    self.count("upstream_not_response")
+                    continue
+                self._touch(conn)
+                self.deliver(data, conn.dst)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError):
+            if not conn.closed:
+                self.count("dot_closed_by_server")
+        finally:
+            self._forget(conn)
+
+    def _forget(self, conn: _DotConn) -> None:
+        conn.closed = True
+        if self._conns.get(conn.dst) is conn:
+            del self._conns[conn.dst]
+        if conn.timer is not None:
+            conn.timer.cancel()
+            conn.timer = None
+
+    def _close(self, conn: _DotConn, why: str) -> None:
+        self.count(why)
+        self._forget(conn)
+        if conn.writer is not None and not conn.writer.is_closing():
+            conn.writer.close()  # TLS close_notify, then FIN
+        elif conn.writer is None and conn.task is not None:
+            conn.task.cancel()
+
+    def close(self) -> None:
+        for conn in list(self._conns.values()):
+            self._close(conn, "dot_closed")

@@ -24,17 +24,37 @@ import pandas as pd
 
 from nodes.agent import StubAgent, StubResult
 from nodes.registry_client import RegistryAgent, RegistryConfig, RegistryResult
-from nodes.resolver import Discovery, DiscoveryResult, ResolverConfig
+from nodes.resolver import Discovery, DiscoveryResult, Endpoint, ResolverConfig
 from nodes.scoring import CachedEncoder, default_encoder
+from nodes.session import (
+    META_TOOL_TOKENS,
+    RegistryFallback,
+    Scopes,
+    Session,
+    SessionAgent,
+    SessionConfig,
+    ToolInfo,
+    static_tokens,
+    tool_tokens,
+)
 from nodes.wire import parse_intent_qname
 from nodes.zone import Ttls
-from sim.accounting import TcpModel, WireCost, http_cost, keepalive_acks, steps_cost
+from sim.accounting import (
+    DotModel,
+    TcpModel,
+    WireCost,
+    dot_acks,
+    dot_port,
+    http_cost,
+    keepalive_acks,
+    steps_cost,
+)
 from sim.atomic import OutputError, Staging, check_output, output_dir
 from sim.capture import Capture, attribute, read_packets
 from sim.engines import Engine, EngineOutput, RunPlan
 from sim.evaluate import disk_cached_encoder, save_encoder_cache, taxonomy_namespace
 from sim.faults import attach_faults, fault_report, registry_address
-from sim.hierarchy import Hierarchy, build_hierarchy
+from sim.hierarchy import Hierarchy, build_hierarchy, dot_setup
 from sim.provenance import KEY as PROVENANCE
 from sim.provenance import provenance, utc_now
 from sim.registries import (
@@ -164,8 +184,11 @@ def build_network(sc: Scenario, hierarchy: Hierarchy) -> Network:
     for i, ip in enumerate(agents):
         role_of[ip] = f"agent:{i}"
         roles.append(net.Role(role_of[ip], "agent", f"resolver:{agent_resolver[i]}"))
-    if any(s.kind != "tooldns" for s in sc.schemes):  # every scheme sees the same placement
-        for r in range(max(s.replicas for s in sc.schemes if s.kind != "tooldns")):
+    session = sc.agents.session  # a marketplace fallback needs the registry placed too
+    if any(s.kind != "tooldns" for s in sc.schemes) or (
+            session is not None and session.fallback == "registry"):
+        for r in range(max((s.replicas for s in sc.schemes if s.kind != "tooldns"),
+                           default=1)):
             role_of[registry_address(r)] = f"registry:{r}"
             roles.append(net.Role(f"registry:{r}", "registry", None))
     placement = net.place(graph, roles, sc.seed, strategy=spec.placement)
@@ -192,7 +215,8 @@ def scenario_hierarchy(sc: Scenario, ns: Namespace) -> Hierarchy:
                                 packet_cache=(sc.caches.packet_cache_size
                                               if sc.caches.packet_cache else 0),
                                 packet_cache_bytes=sc.caches.packet_cache_bytes,
-                                cname_referral=sc.namespace.cname_referral)
+                                cname_referral=sc.namespace.cname_referral,
+                                aaaa=sc.namespace.aaaa)
     if (encoder := namespace_encoder(sc)) is not None:
         save_encoder_cache(encoder)  # the tools' embeddings, for the next run (disk cache)
     return hierarchy
@@ -223,7 +247,7 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
                             dnssec=scheme.dnssec, trust_anchor=anchor,
                             cache_max_entries=scheme.cache_max_entries,
                             cache_max_bytes=scheme.cache_max_bytes,
-                            max_clients=scheme.max_clients)
+                            max_clients=scheme.max_clients, upstream=scheme.upstream)
     plan = RunPlan(
         scenario_name=sc.name, scheme=scheme.name, seed=sc.seed, hierarchy=hierarchy,
         resolvers={}, agents={}, agent_order=list(network.agents), role_of=network.role_of,
@@ -233,8 +257,12 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
         resolver_time=sc.network.processing.resolver,
         resolver_stub_time=sc.network.processing.resolver_stub,
         agent_time=sc.network.processing.agent,
+        registry_time=sc.network.processing.registry,
         dns_port=dns_port, closed_loop=sc.workload.arrival.process == "closed",
     )
+    if scheme.kind == "tooldns" and scheme.upstream == "tls":
+        plan.dot = dot_setup(sc.seed, idle=scheme.upstream_idle,
+                             max_connections=scheme.upstream_connections)
     for i, ip in enumerate(network.resolvers):
         plan.resolvers[ip] = hierarchy.resolver(seed=0, config=replace(config), name=ip)
         plan.resolvers[ip].rng = plan.make_rng(f"resolver{i}")
@@ -243,10 +271,13 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
         plan.agents[ip] = StubAgent(resolver, plan.make_rng(f"agent{i}"), name=ip,
                                     option_code=hierarchy.option_code,
                                     timeout=sc.agents.timeout, attempts=sc.agents.attempts,
-                                    style="qname" if scheme.mode == "qname" else "option")
+                                    style="qname" if scheme.mode == "qname" else "option",
+                                    aaaa=sc.namespace.aaaa)
     start = start_zone(sc.model_copy(update={"trust": trust}), ns)
     if scheme.kind != "tooldns":
         _registry_agents(sc, scheme, ns, plan, network)
+    elif session_applies(sc, scheme):
+        _session_agents(sc, ns, plan, network)
     attach_faults(sc, scheme, plan)
     for job in jobs:
         plan.requests[job.index] = Discovery(job.query.text, service=job.query.service,
@@ -272,6 +303,176 @@ def _registry_agents(sc: Scenario, scheme: SchemeSpec, ns: Namespace, plan: RunP
     plan.agents = {ip: RegistryAgent((setup.address, setup.port), REGISTRY_HOST, config,
                                      scorer=plan.hierarchy.scorer(), ca=setup.ca.cert, name=ip)
                    for ip in network.agents}  # type: ignore[misc]
+
+
+# ------------------------------------------------------------------------ sessions
+
+
+def session_applies(sc: Scenario, scheme: SchemeSpec) -> bool:
+    """Whether the agents of ``scheme`` run the session layer (``agents.session``)."""
+    spec = sc.agents.session
+    return (spec is not None and scheme.kind == "tooldns"
+            and (not spec.schemes or scheme.name in spec.schemes))
+
+
+def session_tool_of(ns: Namespace) -> Callable[[str], ToolInfo | None]:
+    """SRV target -> the tool as a session binds it (Eq. 3 tokens of name and
+    description: the namespace carries no parameter schemas), cached."""
+    ids = ns.target_ids()
+    known: dict[str, ToolInfo | None] = {}
+
+    def tool_of(target: str) -> ToolInfo | None:
+        if target not in known:
+            tid = ids.get(target)
+            known[target] = None if tid is None else session_tool(ns, tid)
+        return known[target]
+
+    return tool_of
+
+
+def session_tool(ns: Namespace, tool_id: str) -> ToolInfo:
+    t = ns.tools[tool_id]
+    return ToolInfo(t.id, t.target, t.name, t.zone, t.org, t.service,
+                    tool_tokens(t.name, t.description),
+                    Endpoint(t.target, t.address or None, t.port, 0, 0, t.zone))
+
+
+def session_scopes(sc: Scenario) -> Scopes | None:
+    spec = sc.agents.session
+    if spec is None or spec.scopes is None:
+        return None
+    return Scopes(frozenset(spec.scopes.user),
+                  tuple(z if z.endswith(".") else z + "." for z in spec.scopes.roles),
+                  frozenset(spec.scopes.orgs))
+
+
+def check_session(sc: Scenario, ns: Namespace, engine: str) -> None:
+    """Scenario errors of ``agents.session`` that need the namespace or the engine."""
+    spec = sc.agents.session
+    if spec is None:
+        return
+    if engine not in ("simpy", "live") or sc.engine_options.shards.workers > 1:
+        raise ScenarioError(f"agents.session: the session layer runs on the simpy and live "
+                            f"engines (unsharded), not {engine}"
+                            + (" with shards" if engine in ("simpy", "live") else ""))
+    for field, ids in (("always_include", spec.always_include),
+                       ("guard_exempt", spec.guard_exempt),
+                       ("scopes.user", spec.scopes.user if spec.scopes else ())):
+        unknown = [t for t in ids if t not in ns.tools]
+        if unknown:
+            raise ScenarioError(f"agents.session.{field}: no tool with id "
+                                f"{', '.join(map(repr, unknown[:3]))} in the namespace")
+
+
+def _session_agents(sc: Scenario, ns: Namespace, plan: RunPlan, network: Network) -> None:
+    """Put a session (nodes.session) in front of every DNS stub agent: one per agent."""
+    spec = sc.agents.session
+    assert spec is not None
+    config = SessionConfig(capacity=spec.capacity, ttl=spec.ttl, min_tools=spec.min_tools,
+                           fallback=spec.fallback, wider_k=spec.wider_k,
+                           wider_beam=spec.wider_beam, guard_window=spec.guard_window,
+                           guard_max_repeats=spec.guard_max_repeats,
+                           guard_exempt=spec.guard_exempt, guard_period=spec.guard_period,
+                           scopes=session_scopes(sc))
+    always = [session_tool(ns, t) for t in spec.always_include]
+    tool_of = session_tool_of(ns)
+    setup = None
+    if spec.fallback == "registry":  # the marketplace: an AgentDNS registry of the run
+        setup = build_registry("agentdns", ns, plan.hierarchy.scorer(), sc.seed,
+                               ttl=sc.caches.srv_ttl)
+        by_url = registry_id_map(ns)
+        tcp = TcpModel(sc.network.mtu)
+
+        def cost(res: RegistryResult) -> tuple[int, int, int]:  # MODELLED wire cost
+            c = http_cost(res.steps, set(res.connections), True, False, None, tcp)
+            return c.bytes_up, c.bytes_down, c.packets_up + c.packets_down
+
+        def url_tool(url: str) -> ToolInfo | None:
+            tid = by_url.get(url)
+            return None if tid is None else session_tool(ns, tid)
+
+    for ip, stub in list(plan.agents.items()):
+        fallback = None
+        if setup is not None:
+            client = RegistryAgent((setup.address, setup.port), REGISTRY_HOST,
+                                   RegistryConfig(kind="agentdns", token=setup.token,
+                                                  timeout=sc.agents.timeout), name=ip)
+            rtt = network.path.rtt_estimate(network.role_of[ip], "registry:0")
+            busy = sc.network.processing.server + sc.network.processing.registry
+            fallback = RegistryFallback(client, setup.server, rtt, busy, cost, url_tool, ip)
+        plan.agents[ip] = SessionAgent(stub, Session(config, always),  # type: ignore[assignment]
+                                       tool_of, fallback)
+
+
+SESSION_COLUMNS = ("session", "session_hit", "tools_in_context", "context_tokens",
+                   "evictions_ttl", "evictions_lru", "evictions_guard", "guard_trips",
+                   "redundant_search", "fallback", "rbac_filtered", "fallback_tools",
+                   "fallback_bytes_up", "fallback_bytes_down", "fallback_packets",
+                   "fallback_delay_ms")
+
+
+def session_columns(agent: object, job: Job) -> dict:
+    """A record's session columns (zeros for a scheme without sessions). The registry
+    fallback's bytes, packets and delay are MODELLED (not carried by the engine); its
+    delay is part of ``latency_ms``."""
+    info = agent.info.get(job.index) if isinstance(agent, SessionAgent) else None
+    if info is None:
+        return {"session": isinstance(agent, SessionAgent),
+                **{c: "" if c == "fallback" else False if c in ("session_hit",
+                                                                "redundant_search") else 0
+                   for c in SESSION_COLUMNS[1:]}}
+    return {"session": True, "session_hit": info.hit,
+            "tools_in_context": info.tools_in_context, "context_tokens": info.context_tokens,
+            "evictions_ttl": info.evictions_ttl, "evictions_lru": info.evictions_lru,
+            "evictions_guard": info.evictions_guard, "guard_trips": int(info.guard_trip),
+            "redundant_search": info.redundant,
+            "fallback": info.fallback, "rbac_filtered": info.rbac_filtered,
+            "fallback_tools": info.fallback_tools,
+            "fallback_bytes_up": info.fallback_bytes_up,
+            "fallback_bytes_down": info.fallback_bytes_down,
+            "fallback_packets": info.fallback_packets,
+            "fallback_delay_ms": round(info.fallback_delay_s * 1000, 6)}
+
+
+def session_summary(sc: Scenario, df: pd.DataFrame, ns: Namespace) -> dict:
+    """The summary's ``session`` block: per scheme with sessions, hits, evictions, guard
+    trips, fallbacks, RBAC drops and tool tokens (static: every tool in scope bound at
+    once; dynamic: meta-tool + always-include + bound tools, per query)."""
+    spec = sc.agents.session
+    assert spec is not None
+    scopes = session_scopes(sc)
+    static = static_tokens((session_tool(ns, t) for t in ns.tools), scopes)
+    out: dict = {"static_tokens": static, "meta_tool_tokens": META_TOOL_TOKENS,
+                 "fallback": spec.fallback, "schemes": {}}
+    if spec.fallback == "registry":
+        out["fallback_cost"] = "modelled"  # not carried by the engine (nodes.session)
+    for scheme, g in df[df.session.astype(bool)].groupby("scheme", sort=False):
+        fb = g.fallback[g.fallback != ""].value_counts()
+        out["schemes"][scheme] = {
+            "queries": len(g), "hits": int(g.session_hit.sum()),
+            "misses": int((~g.session_hit.astype(bool)).sum()),
+            "hit_rate": round(float(g.session_hit.mean()), 6),
+            "evictions_ttl": int(g.evictions_ttl.sum()),
+            "evictions_lru": int(g.evictions_lru.sum()),
+            "evictions_guard": int(g.evictions_guard.sum()),
+            "guard_trips": int(g.guard_trips.sum()),
+            "redundant_searches": int(g.redundant_search.sum()),
+            "fallbacks": {k: int(v) for k, v in sorted(fb.items())},
+            "rbac_filtered": int(g.rbac_filtered.sum()),
+            "mean_tools_in_context": round(float(g.tools_in_context.mean()), 3),
+            "mean_context_tokens": round(float(g.context_tokens.mean()), 3),
+            "max_context_tokens": int(g.context_tokens.max()),
+            "token_reduction": (round(1 - float(g.context_tokens.mean()) / static, 6)
+                                if static else None),
+        }
+        if spec.fallback == "registry":
+            out["schemes"][scheme]["fallback_modelled"] = {
+                "bytes": int((g.fallback_bytes_up + g.fallback_bytes_down).sum()),
+                "packets": int(g.fallback_packets.sum()),
+                "mean_delay_ms": round(float(g.fallback_delay_ms[g.fallback == "registry"]
+                                             .mean()), 6) if (g.fallback == "registry").any()
+                else 0.0}
+    return out
 
 
 # ------------------------------------------------------------------------ records
@@ -315,11 +516,12 @@ def _walk_examined(walk: DiscoveryResult, zone_of: dict[str, str],
 
 def query_record(sc: Scenario, engine: str, scheme: SchemeSpec, job: Job, stub: StubResult,
                  walks: list[DiscoveryResult], ns: Namespace, target_ids: dict[str, str],
-                 zone_of: dict[str, str], cand: dict[tuple[str, str], int]) -> dict:
+                 zone_of: dict[str, str], cand: dict[tuple[str, str], int],
+                 dot: DotModel | None = None) -> dict:
     returned = [target_ids.get(e.target, e.target) for e in stub.endpoints]
     truth = set(job.query.truth)
     steps = [s for w in walks for s in w.steps]
-    cost: WireCost = steps_cost(stub.steps) + steps_cost(steps)
+    cost: WireCost = steps_cost(stub.steps) + steps_cost(steps, dot)
     cache: dict[str, int] = {}
     for w in walks:
         for key, value in w.cache.items():
@@ -512,10 +714,23 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     log.info("namespace %s: %d tools, %d zones in %.2f s", ns.origin, len(ns.tools),
              len(ns.zones), time.perf_counter() - built)
     jobs = build_jobs(sc, ns, sc.network.agents)
+    churn = None  # sim.churn: tools changed during the run, probes appended to the jobs
+    if sc.workload.churn is not None:
+        from sim.churn import plan_churn
+
+        churn, jobs = plan_churn(sc, ns, jobs, engine)
+    churn_rows: list[dict] = []
     start_zone(sc, ns)  # fail before running anything
     if sc.faults is not None and engine not in ("simpy", "live"):
         raise ScenarioError(f"faults: the {engine} engine does not apply fault schedules yet "
                             f"(simpy and live do)")
+    for s in sc.schemes:
+        sharded = sc.engine_options.shards.workers > 1
+        if s.upstream != "udp" and (engine not in ("simpy", "live") or sharded):
+            raise ScenarioError(f"schemes.{s.name}.upstream: DNS over TLS to the servers runs "
+                                f"on the simpy and live engines (unsharded), not {engine}"
+                                + (" with shards" if sharded else ""))
+    check_session(sc, ns, engine)
     target_ids = ns.target_ids()  # built per zone as answers come in
     registry_ids = registry_id_map(ns) if any(s.kind != "tooldns" for s in sc.schemes) else {}
     per_service = Counter(t.service for t in ns.tools.values())
@@ -527,9 +742,10 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     if capture:
         if engine != "live":
             raise ScenarioError("--capture: packet capture needs the live engine (real sockets)")
+        dot = any(s.upstream != "udp" for s in sc.schemes)  # + the DNS-over-TLS port
         sniffer = Capture(out / "capture.pcap",
-                          f"net 127.0.0.0/8 and (port {live_port} or tcp port {REGISTRY_PORT})"
-                          )
+                          f"net 127.0.0.0/8 and (port {live_port} or tcp port {REGISTRY_PORT}"
+                          + (f" or tcp port {dot_port(live_port)})" if dot else ")"))
         try:
             sniffer.start()
         except (OSError, RuntimeError) as exc:  # no tcpdump rights, no interface …
@@ -556,6 +772,7 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
                                       hierarchy=shared)
             for kind, value in processing.get(scheme.name, {}).items():
                 setattr(plan, f"{kind}_time", value)
+            plan.churn = churn
             plan.engine_options = {"ray": sc.engine_options.ray,
                                    "mininet": sc.engine_options.mininet}
             if tick is not None and engine in ("simpy", "live") and (
@@ -579,6 +796,9 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
                      "of workload time", scheme.name, engine, len(output.stubs), len(jobs),
                      wall[scheme.name], output.end_time)
             fault_plans[scheme.name] = plan.faults
+            if churn is not None:  # what each change looked like, then the zones put back
+                churn_rows += churn.measure(engine, scheme, plan, output, stub_walks)
+                churn.restore(plan)
             if sniffer is not None:
                 windows.append((scheme, plan, output, window, time.time()))
             replay[scheme.name] = {"schedule_error_ms": _error_stats(output.schedule_error),
@@ -586,6 +806,9 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
                                    "end_time_s": round(output.end_time, 9),
                                    "lost_packets": output.lost,
                                    "completed": len(output.stubs)}
+            if plan.dot is not None:  # DNS over TLS connections the resolvers opened, closed
+                replay[scheme.name].update({key: sum(c.get(key, 0) for c in output.load.values())
+                                            for key in ("dot_opened", "dot_closed")})
             done = {job.index: (job, stub) for job, stub in output.stubs}
             if scheme.kind != "tooldns":
                 acks = connection_acks(plan, output) if scheme.keepalive and not scheme.tls else {}
@@ -593,8 +816,15 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
                     records.append(registry_record(sc, engine, scheme, job,
                                                    done.get(job.index, (job, None))[1],
                                                    registry_ids, per_service, plan, acks))
+                    if sc.agents.session is not None:
+                        records[-1].update(session_columns(None, job))
                 load.extend(load_records(sc, engine, scheme, plan, output, network))
             else:
+                dot = None
+                if plan.dot is not None:  # DNS over TLS: the ACKs depend on each connection
+                    walked = [*output.warmups, *(w for ws in output.walks.values() for w in ws)]
+                    dot = DotModel(plan.dot.sizes, TcpModel(sc.network.mtu),  # type: ignore[attr-defined]
+                                   *dot_acks(s for w in walked for s in w.steps))
                 for job in jobs:
                     job_, stub = done.get(job.index, (job, None))
                     if stub is None:
@@ -603,17 +833,29 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
                     agent_ip = plan.agent_order[job.agent]
                     walks = stub_walks(output, agent_ip, stub)
                     records.append(query_record(sc, engine, scheme, job_, stub, walks, ns,
-                                                target_ids, plan.hierarchy.zone_of, cand))
+                                                target_ids, plan.hierarchy.zone_of, cand, dot))
+                    if sc.agents.session is not None:  # the session layer's columns
+                        records[-1].update(session_columns(plan.agents[agent_ip], job))
                 load.extend(load_records(sc, engine, scheme, plan, output, network))
             finished.append(scheme.name)
         gc.unfreeze()
         df = pd.DataFrame(records)
         load_df = pd.DataFrame(load)
-        summary = {**summarise(sc, engine, df, ns), "replay": replay}
+        tables: dict[str, pd.DataFrame] = {}
+        if churn is not None:  # probes are in the records, not in the scheme summary
+            df = churn.annotate(df)
+            summary = {**summarise(sc, engine, churn.workload_rows(df), ns), "replay": replay,
+                       "churn": churn.summary(churn_rows)}
+            tables["churn.csv"] = pd.DataFrame(churn_rows)
+        else:
+            summary = {**summarise(sc, engine, df, ns), "replay": replay}
+        if sc.agents.session is not None:
+            summary["session"] = session_summary(sc, df, ns)
         if sniffer is not None:
             pcap = sniffer.stop()
             df, summary["capture"] = compare_capture(df, pcap, windows, sniffer.tool,
-                                                     {live_port, REGISTRY_PORT})
+                                                     {live_port, REGISTRY_PORT,
+                                                      dot_port(live_port)})
         if processing:
             summary["calibrated_processing_s"] = {
                 name: {k: round(v, 9) for k, v in costs.items()}
@@ -631,7 +873,7 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
         summary_for_console = {**summary, "wall_s": wall}
         if write:
             write_outputs(out, sc, df, load_df, summary, plots=sc.outputs.plots,
-                          committed=written)
+                          committed=written, tables=tables)
     except BaseException as exc:
         gc.unfreeze()
         if sniffer is not None:  # never leave a tcpdump running behind a stopped run
@@ -669,6 +911,11 @@ def compare_capture(df: pd.DataFrame, pcap: Path, windows: list, tool: str,
             resolver_ip = plan.agents[agent_ip].resolver[0]  # walks leave from there
             for walk in stub_walks(output, agent_ip, res):
                 for st in walk.steps:
+                    if st.transport == "tls":  # DNS over TLS: by connection, as HTTP flows
+                        flow = conn_flow.get((resolver_ip, st.conn))
+                        if flow is not None:
+                            flows.setdefault(flow, []).append((st.sent, job.index))
+                        continue
                     dns_keys.setdefault((resolver_ip, st.server[0], st.qid, st.qname),
                                         []).append((st.sent, job.index))
         for sends in (*flows.values(), *dns_keys.values()):
@@ -768,14 +1015,18 @@ def _json(data: dict) -> Callable[[str], None]:
 
 def write_outputs(out: Path, sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
                   summary: dict, plots: bool = False,
-                  committed: list[str] | None = None) -> list[str]:
+                  committed: list[str] | None = None,
+                  tables: dict[str, pd.DataFrame] | None = None) -> list[str]:
     """Write a complete run: every file (and, with ``plots``, the figures) is staged in a
     hidden folder inside ``out`` and moved into place together, ``summary.json`` last (its
     presence marks a finished run; sweeps resume on it); a ``partial.json`` of an earlier
     interrupted run is removed. On any failure nothing in ``out`` changes. Returns the
-    names written (also appended to ``committed`` as they are moved into place)."""
+    names written (also appended to ``committed`` as they are moved into place).
+    ``tables``: more CSV files by name (``churn.csv``), staged with the rest."""
     with Staging(out, committed) as st:
         _stage_tables(st, sc, df, load)
+        for name, table in (tables or {}).items():
+            st.write(name, lambda p, table=table: table.to_csv(p, index=False))
         st.write(SUMMARY, _json(summary))
         if plots:
             try:

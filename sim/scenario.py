@@ -78,6 +78,11 @@ class ProcessingSpec(_Model):
         "intent); null = as resolver")
     resolver: Seconds = Field(20e-6, description="seconds per message at a resolver")
     agent: Seconds = Field(0.0, description="seconds per message at an agent")
+    registry: Seconds = Field(0.0, description="seconds a registry spends searching before "
+                              "each HTTP response (modelled, e.g. embedding or LLM search; "
+                              "requests search concurrently, so they do not queue behind "
+                              "each other; the live engine waits it without blocking); "
+                              "added to server")
 
 
 class RogueSpec(_Model):
@@ -126,6 +131,9 @@ class NamespaceSpec(_Model):
     rogue: RogueSpec | None = Field(None, description="a rogue publisher's look-alike tools")
     dnssec: bool = Field(False, description="sign every zone (replies to DO queries carry "
                          "RRSIG/DS/DNSKEY)")
+    aaaa: bool = Field(False, description="tool targets also get an AAAA record (ULA "
+                       "fd74:6f6f:6c73::/96 + the IPv4 address), served beside A; agents of "
+                       "mode qname ask for it too (the servers' glue stays IPv4)")
 
     @model_validator(mode="after")
     def _check(self) -> NamespaceSpec:
@@ -243,6 +251,15 @@ class SchemeSpec(_Model):
                                  "with sys.getsizeof) the resolver's cache may hold")
     max_clients: int = Field(10_000, ge=1, description="stub queries a resolver works on at "
                              "once")
+    upstream: Literal["udp", "tls"] = Field(
+        "udp", description="tooldns: how the resolver queries the authoritative servers: UDP "
+        "(TC → TCP) or DNS over TLS (RFC 7858, port 853) on persistent connections, one per "
+        "server (simpy and live engines)")
+    upstream_idle: float = Field(10.0, gt=0, description="upstream tls: seconds a connection "
+                                 "may stay idle before the resolver closes it")
+    upstream_connections: int = Field(64, ge=1, description="upstream tls: connections a "
+                                      "resolver keeps open (the one idle longest is closed "
+                                      "to open another)")
 
     @model_validator(mode="after")
     def _resolver_only(self) -> SchemeSpec:
@@ -253,6 +270,8 @@ class SchemeSpec(_Model):
             for name in ("serve_stale", "dnssec"):
                 if getattr(self, name):
                     raise ValueError(f"{name}: applies to tooldns schemes only")
+            if self.upstream != "udp":
+                raise ValueError("upstream: applies to tooldns schemes only (registries: tls)")
         if self.mode == "qname":  # a stock resolver follows one CNAME chain, no option
             if self.k == 0:
                 raise ValueError("k: mode qname needs K ≥ 1 (one CNAME chain to a leaf, "
@@ -296,6 +315,51 @@ class ArrivalSpec(_Model):
         return self
 
 
+class SplitSpec(_Model):
+    """A seeded train/test split of the query pool, stratified by the ground-truth tool's
+    zone (its leaf category in the catalogue's own tree), as the paper's 60/40 split."""
+
+    part: Literal["test", "train"] = Field("test", description="which part the workload uses")
+    test_fraction: float = Field(0.4, gt=0.0, lt=1.0, description="share of each stratum "
+                                 "held out as the test part (paper: 0.4)")
+
+
+class ChurnEvent(_Model):
+    """One change to the published tools during the run (sim.churn): like a zone reload at
+    the leaf servers (serial bumped, packet cache flushed) and an index update at the
+    registries; resolvers and registry clients keep what they cached."""
+
+    at: Seconds = Field(description="seconds of workload time when the change is made")
+    action: Literal["add", "change", "remove"] = Field(
+        description="add: a new tool (new SRV target and address); change: an existing "
+        "tool's endpoint (address and port) moves; remove: a tool disappears")
+    count: int = Field(1, ge=1, le=100, description="tools changed by this event (chosen "
+                       "from the scenario seed)")
+    zone: str | None = Field(None, description="the leaf zone changed (null: leaves drawn "
+                             "from the seed)")
+
+
+class ChurnProbes(_Model):
+    """Discoveries of each changed tool's intent, made to see when the change shows."""
+
+    interval: float = Field(1.0, gt=0, description="seconds between probes of one change")
+    duration: float = Field(60.0, gt=0, description="seconds after the change that probes "
+                            "go on")
+    before: Seconds = Field(5.0, description="seconds before the change of the first probe "
+                            "(caches then hold the old state, as for an agent that used "
+                            "the tool before); 0: probes start at the change")
+    agent: int = Field(0, ge=0, description="index of the agent that sends the probes")
+
+
+class ChurnSpec(_Model):
+    """Tools added, changed and removed at leaf zones during a run, and probes measuring
+    how long each change takes to show (simpy and live engines)."""
+
+    events: tuple[ChurnEvent, ...] = Field(min_length=1, description="the changes, any "
+                                           "order")
+    probes: ChurnProbes = ChurnProbes()
+
+
 class WorkloadSpec(_Model):
     """The queries agents send: drawn from the catalogue's queries or generated."""
 
@@ -313,6 +377,10 @@ class WorkloadSpec(_Model):
                          "schedule and the next")
     services: tuple[Service, ...] | None = Field(None, description="only queries for these "
                                                  "services (null: all)")
+    split: SplitSpec | None = Field(None, description="only one part of a seeded stratified "
+                                    "train/test split of the query file (null: all queries)")
+    churn: ChurnSpec | None = Field(None, description="tools added, changed and removed "
+                                    "during the run, with probes (sim.churn; null: none)")
 
 
 class CacheSpec(_Model):
@@ -383,6 +451,70 @@ class FaultsSpec(_Model):
                                     "up to here (null: the last scheduled query plus 60 s)")
 
 
+class ScopesSpec(_Model):
+    """RBAC scopes of the agents' sessions (nodes.session.Scopes): a tool is visible when
+    any scope grants it; answered tools outside them never enter the context."""
+
+    user: tuple[str, ...] = Field((), description="tool ids granted to the user")
+    roles: tuple[str, ...] = Field((), description="zone suffixes granted to the user's "
+                                   "roles ('weather.tools.': every tool at or below it)")
+    orgs: tuple[str, ...] = Field((), description="organisations the user belongs to (a "
+                                  "tool's org, e.g. of a certified zone hku.weather.tools.)")
+
+    @model_validator(mode="after")
+    def _check(self) -> ScopesSpec:
+        if not (self.user or self.roles or self.orgs):
+            raise ValueError("scopes: grant at least one of user, roles, orgs (or drop "
+                             "scopes for no RBAC)")
+        for zone in self.roles:
+            if not zone.rstrip(".").endswith("tools"):
+                raise ValueError(f"roles: {zone!r} is not a zone under tools.")
+        return self
+
+
+class SessionSpec(_Model):
+    """The agent session layer of seed 003 (nodes.session): a search_tools meta-tool in
+    front of each agent's discoveries, a session tool cache (hits send no packets), a
+    loop guard, RBAC scopes and a fallback when too few tools survive. One session per
+    agent. The registry fallback's cost is MODELLED (not carried by the engine)."""
+
+    schemes: tuple[str, ...] = Field((), description="ToolDNS schemes the sessions apply "
+                                     "to (empty: every ToolDNS scheme)")
+    capacity: int = Field(8, ge=1, description="discovered tools a session keeps bound "
+                          "(always-include tools and the meta-tool do not count)")
+    ttl: Seconds = Field(600.0, description="seconds since a tool's last use after which "
+                         "it is evicted (first on overflow, then LRU)")
+    always_include: tuple[str, ...] = Field((), description="tool ids always in context, "
+                                            "never evicted")
+    min_tools: int = Field(1, ge=1, description="fewer tools than this in scope after a "
+                           "discovery trigger the fallback")
+    fallback: Literal["none", "wider", "registry"] = Field(
+        "none", description="wider: a second discovery with wider_k / wider_beam; "
+        "registry: an AgentDNS marketplace search (modelled cost)")
+    wider_k: int = Field(10, ge=1, le=255, description="K of the wider discovery")
+    wider_beam: int | None = Field(None, ge=1, description="beam of the wider discovery "
+                                   "(null: the scheme's)")
+    guard_window: int = Field(20, ge=0, description="recent tool calls the loop guard "
+                              "looks at (0: guard off)")
+    guard_max_repeats: int = Field(5, ge=1, description="the same (tool, arguments) more "
+                                   "than this many times in the window evicts the tool")
+    guard_exempt: tuple[str, ...] = Field((), description="tool ids the guard ignores")
+    guard_period: float | None = Field(None, gt=0, description="seconds: also evict a tool "
+                                       "called with the same arguments more than "
+                                       "guard_max_repeats times within this time (null: "
+                                       "the window only)")
+    scopes: ScopesSpec | None = Field(None, description="RBAC scopes (null: every tool "
+                                      "visible)")
+
+    @model_validator(mode="after")
+    def _check(self) -> SessionSpec:
+        if (self.guard_window and self.guard_period is None
+                and self.guard_max_repeats >= self.guard_window):
+            raise ValueError(f"guard_max_repeats: {self.guard_max_repeats} can never trip "
+                             f"in a window of {self.guard_window} calls")
+        return self
+
+
 class AgentSpec(_Model):
     """What a client agent does when the resolver does not answer (nodes.agent.StubAgent):
     it waits ``timeout`` seconds, then asks again, ``attempts`` times in all. Registry
@@ -393,6 +525,9 @@ class AgentSpec(_Model):
                            "resolver's answer before asking again")
     attempts: int = Field(2, ge=1, le=16, description="queries per discovery (the first "
                           "and its retries)")
+    session: SessionSpec | None = Field(None, description="the agent session layer "
+                                        "(search_tools meta-tool, tool cache, loop guard, "
+                                        "RBAC, fallback; null: off)")
 
 
 class OutputSpec(_Model):
@@ -483,6 +618,20 @@ class Scenario(_Model):
             if s.dnssec and not self.namespace.dnssec:
                 raise ValueError(f"schemes: scheme {i} ({s.name}) validates DNSSEC but the "
                                  f"zones are not signed (set namespace.dnssec: true)")
+        return self
+
+    @model_validator(mode="after")
+    def _session_schemes(self) -> Scenario:
+        session = self.agents.session
+        if session is not None:  # sessions wrap DNS stub agents only
+            kinds = {s.name: s.kind for s in self.schemes}
+            for name in session.schemes:
+                if name not in kinds:
+                    raise ValueError(f"agents: session.schemes: no scheme named {name!r}"
+                                     + did_you_mean(name, kinds))
+                if kinds[name] != "tooldns":
+                    raise ValueError(f"agents: session.schemes: {name!r} is a {kinds[name]} "
+                                     f"registry scheme; sessions wrap ToolDNS agents only")
         return self
 
     @field_validator("schemes")
@@ -689,7 +838,7 @@ def sanity_warnings(sc: Scenario) -> list[str]:
             out.append(f"network.link.delay.{field}: {value:g} s one-way per link; delays "
                        f"are in seconds ({value:g} ms would be {value / 1000:g})")
     for field, value in sc.network.processing.model_dump().items():
-        if isinstance(value, float) and value > 0.1:
+        if isinstance(value, float) and value > (30.0 if field == "registry" else 0.1):
             out.append(f"network.processing.{field}: {value:g} s per message; processing "
                        f"times are in seconds (50 µs is 5e-05)")
     hop = 2 * delay.mean  # the round trip over one link: the least an exchange takes

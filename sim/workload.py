@@ -45,6 +45,20 @@ def generated_queries(ns: Namespace, n: int, rng: random.Random) -> list[Query]:
     return out
 
 
+def split_part(pool: list[Query], ns: Namespace, part: str, test_fraction: float,
+               seed: int) -> list[Query]:
+    """One part of the seeded train/test split of ``pool``, stratified by the zone of each
+    query's first ground-truth tool (:func:`topologies.datasets.stratified_split`)."""
+    from topologies.datasets import stratified_split
+
+    def stratum(q: Query) -> str:
+        tool = ns.tools.get(q.truth[0]) if q.truth else None
+        return tool.zone if tool is not None else ""
+
+    train, test = stratified_split(pool, stratum, test_fraction, seed)
+    return test if part == "test" else train
+
+
 def query_pool(sc: Scenario, ns: Namespace) -> list[Query]:
     """The distinct queries the workload draws from, in a seeded order."""
     rng = random.Random(f"pool-{sc.seed}")
@@ -56,13 +70,15 @@ def query_pool(sc: Scenario, ns: Namespace) -> list[Query]:
         pool = list(ns.queries)  # a query file, or a synthetic namespace's own queries
     else:
         pool = generated_queries(ns, wl.pool or wl.queries, rng)
+    if wl.split is not None:
+        pool = split_part(pool, ns, wl.split.part, wl.split.test_fraction, sc.seed)
     if wl.services:
         pool = [q for q in pool if q.service in wl.services]
     rng.shuffle(pool)
     if wl.pool:
         pool = pool[: wl.pool]
     if not pool:
-        raise ScenarioError("workload: no queries left after filtering (services/pool)")
+        raise ScenarioError("workload: no queries left after filtering (split/services/pool)")
     return pool
 
 

@@ -91,7 +91,7 @@ def test_show_config_applies_seed_and_set(tmp_path: Path, capsys: pytest.Capture
     assert shown["seed"] == 11
     assert [s["k"] for s in shown["schemes"]] == [2, 5]  # a scheme addressed by its name
     assert shown["network"]["link"]["delay"]["mean"] == 0.02
-    assert shown["agents"] == {"timeout": 1.5, "attempts": 2}
+    assert shown["agents"] == {"timeout": 1.5, "attempts": 2, "session": None}
     assert not (tmp_path / "results").exists()
     # what is shown runs as it is: the same scenario when loaded back
     again = load_scenario(_file(tmp_path, shown, "shown.yaml"))

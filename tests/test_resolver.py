@@ -510,3 +510,26 @@ def test_same_seed_same_run():
     _, ids3, _ = _run(seed=8)
     assert ids3 != ids1  # IDs come from the seeded generator
     assert len(set(ids1)) > len(ids1) // 2
+
+
+def test_zone_label_too_long_for_a_cursor_fails_that_walk_not_the_resolver():
+    """A referral to a zone whose first label has 63 octets cannot be asked as a cursor
+    (``_`` makes it 64): that walk fails with a reason, the resolver keeps serving, and
+    namespaces built from catalogue categories cap zone labels at 62 (issue 16)."""
+    from topologies.datasets import catalog_paths, namespace_from_paths
+    from topologies.namespace import ZONE_LABEL_MAX, zone_label
+
+    long = "l" * 63
+    rows = [{"id": "s:a", "name": "a", "description": "weather forecast for a city",
+             "protocol": "mcp", "path": ["weather"]},
+            {"id": "s:b", "name": "b", "description": "translate english text",
+             "protocol": "mcp", "path": [long]}]
+    assert len(zone_label(long)) == ZONE_LABEL_MAX == 62
+    assert all(len(p[0][0]) <= 62 for p in catalog_paths(rows).values())
+    ns = namespace_from_paths(rows, {"s:a": [["weather"]], "s:b": [[long]]})
+    _h, net = setup(ns, scorer="bm25")
+    bad = discover(net, Discovery("translate english text", service="mcp", k=1))
+    assert not bad.endpoints and "name too long" in bad.error
+    assert net.resolver.stats["unsendable_name"] == 1
+    good = discover(net, Discovery("weather forecast for a city", service="mcp", k=1))
+    assert [e.target.split(".")[0] for e in good.endpoints] == [ns.tools["s:a"].slug]

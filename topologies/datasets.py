@@ -40,6 +40,7 @@ from topologies.namespace import (
     assign_endpoints,
     dns_label,
     synthetic,
+    zone_label,
 )
 
 Row = dict
@@ -135,7 +136,7 @@ def load_tooldns_release(path: str | Path) -> tuple[list[Row], list[Row]]:
         if proto is None:
             raise ValueError(f"{path}:{lineno}: unknown protocol {_pick(rec, 'protocol')!r}")
         sub = _pick(rec, "subcategory")
-        tool_path = [dns_label(str(category))] + ([dns_label(str(sub))] if sub else [])
+        tool_path = [zone_label(str(category))] + ([zone_label(str(sub))] if sub else [])
         base = f"tooldns:{dns_label(str(name))}"
         tid, n = base, 1
         while tid in used:
@@ -221,10 +222,10 @@ def write_jsonl(path: str | Path, rows: Iterable[Row]) -> None:
 def catalog_paths(rows: Sequence[Row]) -> dict[str, list[list[str]]]:
     """The catalogue's own two-level paths, as ``from_catalog`` builds them (plus
     ``general`` for tools without a subcategory in a category that has some)."""
-    has_sub = {dns_label(r["path"][0]) for r in rows if len(r["path"]) > 1}
+    has_sub = {zone_label(r["path"][0]) for r in rows if len(r["path"]) > 1}
     out: dict[str, list[list[str]]] = {}
     for r in rows:
-        labels = [dns_label(x) for x in r["path"][:2]]
+        labels = [zone_label(x) for x in r["path"][:2]]
         if len(labels) == 1 and labels[0] in has_sub:
             labels.append("general")
         out[r["id"]] = [labels]

@@ -50,10 +50,19 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def dns_label(text: str, fallback: str = "x") -> str:
-    """A DNS-safe label (``[a-z0-9-]``, 1–63 characters) derived from ``text``."""
-    label = _LABEL_BAD.sub("-", text.lower()).strip("-")[:63].strip("-")
+ZONE_LABEL_MAX = 62  # a cursor prefixes "_" to a zone's label (``_mcp._tcp._<zone>``)
+
+
+def dns_label(text: str, fallback: str = "x", max_len: int = 63) -> str:
+    """A DNS-safe label (``[a-z0-9-]``, 1–``max_len`` characters) derived from ``text``.
+    Zone labels use ``max_len=ZONE_LABEL_MAX`` so that cursor names still fit."""
+    label = _LABEL_BAD.sub("-", text.lower()).strip("-")[:max_len].strip("-")
     return label or fallback
+
+
+def zone_label(text: str, fallback: str = "x") -> str:
+    """A label for a zone: :func:`dns_label` short enough for the cursor's ``_`` prefix."""
+    return dns_label(text, fallback, ZONE_LABEL_MAX)
 
 
 @dataclass(slots=True)
@@ -344,7 +353,7 @@ def from_catalog(
                 org = _org_of(row)
                 rows.append((row["id"], row["name"], row["description"],
                              shared.setdefault(row["protocol"], row["protocol"]),
-                             [labels.get(x) or labels.setdefault(x, dns_label(x))
+                             [labels.get(x) or labels.setdefault(x, zone_label(x))
                               for x in row["path"][:2]], len(row["path"]) > 1,
                              dns_label(row.get("slug") or row["name"]),
                              shared.setdefault(org, org)))

@@ -31,7 +31,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from nodes.scoring import tokenize
 from topologies.datasets import Row, catalog_paths, namespace_from_paths
-from topologies.namespace import ROOT, Namespace, dns_label
+from topologies.namespace import ROOT, Namespace, zone_label
 
 RESERVED = {"general", "other", "tools", "root-servers"}
 
@@ -175,8 +175,8 @@ class _Builder:
         used: set[str] = set()
         for group in sorted(groups, key=lambda g: (-len(g), int(g.min()))):
             terms = self.distinctive(group, members, self.cfg.summary_terms)
-            label = next((dns_label(t) for t in terms
-                          if dns_label(t) not in used and dns_label(t) not in RESERVED), None)
+            label = next((zone_label(t) for t in terms
+                          if zone_label(t) not in used and zone_label(t) not in RESERVED), None)
             if label is None:
                 label = f"c{len(used) + 1}"
             used.add(label)
