@@ -168,7 +168,7 @@ def plot_search(summary: pd.DataFrame, path: Path, n: int) -> None:
                 va="bottom")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("registry search time per request (s, modelled)")
+    ax.set_xlabel("registry search time per search request (s, modelled)")
     ax.set_ylabel("mean delay per query (ms)")
     ax.set_title(f"Table 2 on the catalogue: {n} test queries per point", fontsize=9)
     ax.legend(fontsize=7)

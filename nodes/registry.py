@@ -188,9 +188,16 @@ class _Routes:
     """
 
     server_name = "registry"
+    #: ``stats`` keys of the requests that run a search (what ``processing.registry`` costs)
+    search_routes: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.stats: Counter[str] = Counter()
+
+    def searches(self) -> int:
+        """Search requests answered so far (an engine compares it before and after a
+        request to charge the modelled search time to searching requests only)."""
+        return sum(self.stats[k] for k in self.search_routes)
 
     def _error(self, status: int, message: str,
                headers: Sequence[tuple[str, str]] = ()) -> Response:
@@ -252,6 +259,7 @@ class AgentDNSRegistry(_Routes):
 
     server_name = "agentdns"
     realm = 'Bearer realm="agentdns"'
+    search_routes = ("search",)  # POST /api/v1/discovery/search
 
     def __init__(self, tools: Sequence[RegistryTool], scorer: Scorer,
                  max_limit: int = 100, tokens: TokenStore | None = None) -> None:
@@ -357,6 +365,7 @@ class ANSRegistry(_Routes):
     """ANS resolution with signed answers; ``revoked`` serials fail the OCSP check."""
 
     server_name = "ans"
+    search_routes = ("agents",)  # GET /v1/agents: the capability's agents, the discovery step
 
     def __init__(self, tools: Sequence[RegistryTool], scorer: Scorer, identity: Identity,
                  ca: Identity, summaries: dict[str, str] | None = None, ttl: int = 300) -> None:

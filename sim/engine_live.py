@@ -185,7 +185,8 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
     ``write_timeout`` seconds. ``now`` must advance (node time). A replica serves at
     ``address`` with its own ``server`` node; ``conns`` collects the open connections
     (so a crash can reset them). ``search`` seconds (``processing.registry``, modelled)
-    pass before each answer to a request, awaited so other connections are served meanwhile.
+    pass before each answer to a search request, awaited so other connections are served
+    meanwhile.
     """
     node: RegistryServer = server if server is not None else reg.server  # type: ignore[assignment]
 
@@ -224,9 +225,10 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
                     reply, close = node.on_timer(peer, now())
                     data = b"-"  # a timeout is the server giving up, as an error is
                 else:
+                    searched = node.app.searches()
                     reply, close = node.receive(peer, data, now())
-                    if reply and data and search > 0.0:  # the modelled search
-                        await sleep_precisely(search)
+                    if reply and search > 0.0 and node.app.searches() > searched:
+                        await sleep_precisely(search)  # the modelled search
                 if reply:
                     await write(writer, peer, reply)
                 if close or not data:

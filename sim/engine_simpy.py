@@ -290,7 +290,8 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
     Connection set-up costs the TCP handshake (and the TLS 1.3 flights) in delay; each
     request and response travels as one message of its real bytes (TLS records added);
     wire packets and bytes come from :func:`sim.accounting.http_cost`. ``processing.registry``
-    (modelled search time) delays each answer to a request without occupying the registry.
+    (modelled search time) delays each answer to a search request without occupying the
+    registry (the app's ``searches()`` counter tells which requests searched).
     """
     from nodes.registry import RegistryServer
     from sim.accounting import TCP_SYN, TCP_TS
@@ -314,7 +315,8 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
     busy: dict[str, float] = {}
     armed: dict[str, float] = {}
     done_events: dict[int, simpy.Event] = {}
-    search = plan.registry_time  # processing.registry (modelled), per request answered
+    search = plan.registry_time  # processing.registry (modelled), per search request
+    app = server.app
 
     def one_way(src: str, dst: str, size: int, rto: float) -> float:
         total = 0.0
@@ -415,13 +417,14 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
                 if data:
                     reset(ip, conn, host, 0.0)
                 return
+            searched = app.searches()
             reply, _close = hosts[host].receive((ip, conn), data, env.now)
             if plan.measure is not None:
                 plan.measure.setdefault("server", []).append(perf_counter() - t)
             if reply:
                 d = one_way(host, ip, wire(len(reply)), 0.2)
-                if data and search > 0.0:  # modelled search: delays the answer, holds no CPU
-                    d += search
+                if search > 0.0 and app.searches() > searched:  # modelled search: delays
+                    d += search  # the answer to a search request, holds no CPU
                 later(d, to_agent, ip, conn, reply)
 
         later(start + plan.server_time - env.now, process)

@@ -39,7 +39,7 @@ class RunPlan:
     resolver_time: float = 20e-6
     resolver_stub_time: float | None = None  # an agent's query at the resolver (None: as above)
     agent_time: float = 0.0
-    registry_time: float = 0.0  # modelled search before each registry HTTP response (seconds)
+    registry_time: float = 0.0  # modelled search before each registry search answer (seconds)
     measure: dict[str, list[float]] | None = None  # simpy only: measured cost per node kind
     dns_port: int = 53
     engine_options: dict | None = None  # engine-specific settings (scenario engine_options)

@@ -1056,12 +1056,21 @@ def write_partial(out: Path, sc: Scenario, engine: str, ns: Namespace, records: 
         load_df = load_df[load_df["scheme"].isin(finished)].reset_index(drop=True)
     partial = {"complete": False, "reason": reason, "finished_schemes": list(finished),
                "unfinished_schemes": [s.name for s in sc.schemes if s.name not in finished],
-               **summarise(sc, engine, df, ns),
+               **summarise(sc, engine, _without_probes(sc, df), ns),
                "replay": {k: v for k, v in replay.items() if k in finished}}
     with Staging(out) as st:
         _stage_tables(st, sc, df, load_df)
         st.write(PARTIAL, _json(partial))
         return st.commit(last=[PARTIAL], remove=[SUMMARY, *PLOTS])
+
+
+def _without_probes(sc: Scenario, df: pd.DataFrame) -> pd.DataFrame:
+    """The records a scheme summary describes: churn probes (sim.churn) left out."""
+    if sc.workload.churn is None:
+        return df
+    from sim.churn import ChurnSchedule
+
+    return ChurnSchedule.workload_rows(df)
 
 
 def _keep_finished(exc: BaseException, write: bool, out: Path, sc: Scenario, engine: str,

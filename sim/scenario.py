@@ -79,10 +79,11 @@ class ProcessingSpec(_Model):
     resolver: Seconds = Field(20e-6, description="seconds per message at a resolver")
     agent: Seconds = Field(0.0, description="seconds per message at an agent")
     registry: Seconds = Field(0.0, description="seconds a registry spends searching before "
-                              "each HTTP response (modelled, e.g. embedding or LLM search; "
-                              "requests search concurrently, so they do not queue behind "
-                              "each other; the live engine waits it without blocking); "
-                              "added to server")
+                              "it answers a search request (AgentDNS's discovery search, "
+                              "ANS's agent listing; not resolve, OCSP or capability lists): "
+                              "modelled, e.g. embedding or LLM search; searches run "
+                              "concurrently, so they do not queue behind each other; the "
+                              "live engine waits it without blocking; added to server")
 
 
 class RogueSpec(_Model):

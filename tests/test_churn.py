@@ -195,3 +195,24 @@ def test_registries_update_their_index_at_once() -> None:
         if kind == "ans":
             assert _registry_tool(added, data.name).ans_name not in app._by_name
             assert app._by_name[_registry_tool(moved, data.name).ans_name].port == 10001
+
+
+def test_interrupted_churn_run_keeps_probes_out_of_the_partial_summary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sim.runner
+
+    real = sim.runner.engine_for("simpy")
+    calls: list[str] = []
+
+    def crash_second(plan):  # type: ignore[no-untyped-def]
+        calls.append(plan.scheme)
+        if len(calls) == 2:
+            raise RuntimeError("engine bug")
+        return real(plan)
+
+    monkeypatch.setattr(sim.runner, "engine_for", lambda name: crash_second)
+    with pytest.raises(RuntimeError, match="engine bug"):
+        run_scenario(Scenario.model_validate(CHURN), out_dir=tmp_path)
+    partial = json.loads((tmp_path / "partial.json").read_text(encoding="utf-8"))
+    assert partial["finished_schemes"] == ["tooldns"]
+    assert partial["schemes"]["tooldns"]["queries"] == 40  # the workload, not the probes
