@@ -124,7 +124,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ns = _namespace(args)
     hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer,
                                 option_code=args.option_code,
-                                packet_cache_bytes=args.packet_cache_bytes)
+                                packet_cache_bytes=args.packet_cache_bytes, aaaa=args.aaaa)
     live = LiveHierarchy(hierarchy, port=args.port, resolver_address=args.resolver,
                          cache_max_bytes=args.cache_max_bytes, max_clients=args.max_clients,
                          tcp_limits=TcpLimits(per_listener=args.tcp_clients),
@@ -717,6 +717,9 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="CIDR", help="networks allowed to transfer zones by AXFR "
                    "(repeatable; replaces the default: loopback and the hierarchy's own "
                    "servers)")
+    p.add_argument("--aaaa", action="store_true",
+                   help="tool targets also get AAAA records (fd74:6f6f:6c73::<IPv4>, a ULA) "
+                   "beside A; glue stays IPv4")
 
     p = command("export-zones", export.HELP, export.DESCRIPTION)
     export.add_arguments(p)

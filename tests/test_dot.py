@@ -273,7 +273,11 @@ def test_tls_port_survives_garbage_and_bad_dns() -> None:
 # ------------------------------------------------------------------ dig AAAA interop
 
 
-@pytest.mark.skipif(DIG is None, reason="dig not installed (bind9-dnsutils)")
+needs_dig = pytest.mark.skipif(DIG is None and not os.environ.get("CI"),
+                               reason="dig not installed (bind9-dnsutils); CI installs it")
+
+
+@needs_dig
 def test_dig_aaaa_against_servers_and_through_the_resolver() -> None:
     hierarchy = build_hierarchy(synthetic(**NS_ARGS), aaaa=True)
     zone, _, tools = _leaf(hierarchy)
@@ -304,3 +308,35 @@ def test_dig_aaaa_against_servers_and_through_the_resolver() -> None:
     assert "status: NOERROR" in via and str(aaaa_address(tools[1].address)) in via
     assert "status: NOERROR" in nodata and "ANSWER: 0" in nodata
     assert "\tAAAA\t" in srv and "\tA\t" in srv  # the additional section carries both
+
+
+@needs_dig
+def test_tooldns_serve_aaaa_answers_dig(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`tooldns serve --aaaa`: the command-line hierarchy serves AAAA beside A."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    port = PORT + 3
+    manifest = tmp_path / "m.json"
+    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "serve", "--tools", "60",
+                             "--branching", "2", "--depth", "2", "--seed", "3", "--orgs", "0",
+                             "--aaaa", "--port", str(port), "--resolver", "127.0.53.8",
+                             "--manifest", str(manifest), "--duration", "60"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not manifest.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.1)
+        assert json.loads(manifest.read_text())["port"] == port
+        tool = next(iter(synthetic(n_tools=60, branching=2, depth=2, seed=3,
+                                   n_orgs=0).tools.values()))
+        out = subprocess.run([DIG, "-p", str(port), "+time=2", "+tries=1", "@127.0.53.8",
+                              tool.target, "AAAA"], capture_output=True, text=True,
+                             timeout=30).stdout
+        assert "status: NOERROR" in out and str(aaaa_address(tool.address)) in out
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
