@@ -192,11 +192,8 @@ class StubAgent:
         if msg.header.tc and transport == "udp":
             self._send(p.result, p.qname, p.attempt, "tcp", now, p.qtype)
             return
-        if p.qtype == TYPE_A:
+        if p.qtype in (TYPE_A, TYPE_AAAA):
             self._on_address(p, msg, now)
-            return
-        if p.qtype == TYPE_AAAA:
-            self._on_address6(p, msg, now)
             return
         addresses = {normalise(rr.rname): str(rr.rdata) for rr in msg.ar if rr.rtype == TYPE_A}
         v6 = ({normalise(rr.rname): str(rr.rdata) for rr in msg.ar if rr.rtype == TYPE_AAAA}
@@ -223,22 +220,16 @@ class StubAgent:
         self._finish(p.result, now, p.result.rcode, None)
 
     def _on_address(self, p: _Pending, msg: DNSRecord, now: float) -> None:
-        """An A answer of the address round: fill in the target's endpoints."""
-        a = next((str(rr.rdata) for rr in msg.rr if rr.rtype == TYPE_A
+        """An A or AAAA answer of the address round: fill in the target's endpoints. A
+        missing A is an error; a missing AAAA (NODATA) leaves the target IPv4-only."""
+        a = next((str(rr.rdata) for rr in msg.rr if rr.rtype == p.qtype
                   and normalise(rr.rname) == p.qname), None)
         if a is not None:
-            p.result.endpoints = [replace(e, address=a) if e.target == p.qname else e
+            field = "address" if p.qtype == TYPE_A else "address6"
+            p.result.endpoints = [replace(e, **{field: a}) if e.target == p.qname else e
                                   for e in p.result.endpoints]
-        self._address_done(p.result, now, None if a else f"{p.qname}: no address")
-
-    def _on_address6(self, p: _Pending, msg: DNSRecord, now: float) -> None:
-        """An AAAA answer of the address round (NODATA leaves the target IPv4-only)."""
-        a = next((str(rr.rdata) for rr in msg.rr if rr.rtype == TYPE_AAAA
-                  and normalise(rr.rname) == p.qname), None)
-        if a is not None:
-            p.result.endpoints = [replace(e, address6=a) if e.target == p.qname else e
-                                  for e in p.result.endpoints]
-        self._address_done(p.result, now, None)
+        missing = a is None and p.qtype == TYPE_A
+        self._address_done(p.result, now, f"{p.qname}: no address" if missing else None)
 
     def _address_done(self, result: StubResult, now: float, error: str | None) -> None:
         result.waiting -= 1

@@ -298,7 +298,7 @@ class RecursiveResolver:
         name: str = "resolver",
     ) -> None:
         self.config = config or ResolverConfig()
-        self._upstream: Transport = "tls" if self.config.upstream == "tls" else "udp"
+        self._upstream: Transport = self.config.upstream
         self.rng = rng
         # query IDs: from ``rng`` (seeded) in simulation, for determinism; the live adapters
         # set an OS-random source (RFC 5452: IDs an off-path attacker cannot predict)
@@ -414,7 +414,7 @@ class RecursiveResolver:
         task.asks, task.replies = asks, [None] * len(asks)
         unsendable = []  # names a hostile or odd referral made too long for the wire
         for i, ask in enumerate(asks):
-            if len(ask.qname) > 63 and not name_fits(ask.qname):
+            if not name_fits(ask.qname):
                 unsendable.append(i)
                 continue
             self._send(task, i, self._order(ask.servers), 0, self._upstream, now)

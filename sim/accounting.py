@@ -155,16 +155,9 @@ def http_cost(steps, opened: set[int], closed: bool, keepalive: bool, tls,
         cost[3] += n
 
     for _ in opened:
-        up(IPV4 + TCP_SYN)  # SYN
-        down(IPV4 + TCP_SYN)  # SYN-ACK
-        up(bare)  # ACK
-        if tls is not None:
-            up(*reversed(model.segments(tls.client_hello)))
-            down(bare)
-            down(*reversed(model.segments(tls.server_flight)))
-            up(bare)
-            up(*reversed(model.segments(tls.client_finished)))
-            down(*reversed(model.segments(tls.tickets)))
+        c = open_cost(tls, model)
+        up(c.bytes_up, c.packets_up)
+        down(c.bytes_down, c.packets_down)
     seen: set[int] = set()
     for i, s in enumerate(steps):
         first = s.conn in opened and s.conn not in seen
@@ -185,15 +178,40 @@ def http_cost(steps, opened: set[int], closed: bool, keepalive: bool, tls,
                 up(bare)
     if closed:
         if tls is not None:
-            up(bare + tls.records(2))  # close_notify: a 2-byte alert in one record
-            down(bare + tls.records(2))
-            down(bare)  # server FIN
-            up(bare)  # client FIN
-            down(bare)  # last ACK
+            c = tls_close_cost(tls)
+            up(c.bytes_up, c.packets_up)
+            down(c.bytes_down, c.packets_down)
         else:
             up(2 * bare, 2)  # FIN and the last ACK
             down(bare)  # server FIN
     return WireCost(cost[0], cost[1], cost[2], cost[3])
+
+
+def open_cost(tls, model: TcpModel) -> WireCost:
+    """Opening a connection under :class:`TcpModel`: → SYN, ← SYN-ACK, → ACK and, with
+    ``tls`` (:class:`sim.registries.TlsSizes`), the TLS 1.3 flights → ClientHello, ← ACK,
+    ← server flight, → ACK, → Finished, ← tickets (HTTPS and DNS over TLS alike)."""
+    bare = IPV4 + TCP_TS
+    bu, pu, bd, pd = IPV4 + TCP_SYN + bare, 2, IPV4 + TCP_SYN, 1
+    if tls is not None:
+        for size, toward_server in ((tls.client_hello, True), (tls.server_flight, False),
+                                    (tls.client_finished, True), (tls.tickets, False)):
+            n, b = model.segments(size)
+            if toward_server:
+                bu, pu = bu + b, pu + n
+            else:
+                bd, pd = bd + b, pd + n
+        bd, pd = bd + bare, pd + 1  # the server's ACK of the ClientHello
+        bu, pu = bu + bare, pu + 1  # the client's ACK of the server flight
+    return WireCost(bu, pu, bd, pd)
+
+
+def tls_close_cost(tls) -> WireCost:
+    """Closing a TLS connection (HTTPS, or DNS over TLS at an idle timeout, a full table
+    or the end of a run): → close_notify, ← close_notify, ← FIN, → FIN, ← ACK."""
+    bare = IPV4 + TCP_TS
+    alert = bare + tls.records(2)  # close_notify: a 2-byte alert in one record
+    return WireCost(alert + bare, 2, alert + 2 * bare, 3)
 
 
 # ------------------------------------------------------------------ DNS over TLS (RFC 7858)
@@ -268,18 +286,8 @@ def dot_exchange_cost(step, dot: DotModel) -> WireCost:
     bare = IPV4 + TCP_TS
     bu = pu = bd = pd = 0
     if step.opened:
-        bu += IPV4 + TCP_SYN + bare  # SYN, ACK
-        bd += IPV4 + TCP_SYN  # SYN-ACK
-        pu, pd = 2, 1
-        for size, toward_server in ((tls.client_hello, True), (tls.server_flight, False),
-                                    (tls.client_finished, True), (tls.tickets, False)):
-            n, b = model.segments(size)
-            if toward_server:
-                bu, pu = bu + b, pu + n
-            else:
-                bd, pd = bd + b, pd + n
-        bd, pd = bd + bare, pd + 1  # the server's ACK of the ClientHello
-        bu, pu = bu + bare, pu + 1  # the client's ACK of the server flight
+        c = open_cost(tls, model)
+        bu, pu, bd, pd = c.bytes_up, c.packets_up, c.bytes_down, c.packets_down
     n, b = model.segments(tls.records(2 + step.bytes_out))
     bu, pu = bu + b, pu + n
     if dot.server_acks:
@@ -291,11 +299,3 @@ def dot_exchange_cost(step, dot: DotModel) -> WireCost:
         ack = 1 if dot.acks is None else dot.acks.get(id(step), 1)
         bu, pu = bu + bare * ack, pu + ack
     return WireCost(bu, pu, bd, pd)
-
-
-def dot_close_cost(tls) -> WireCost:
-    """The teardown of one DNS-over-TLS connection (idle timeout, table full, end of run):
-    → close_notify, ← close_notify, ← FIN, → FIN, ← ACK, as :func:`http_cost` counts it."""
-    bare = IPV4 + TCP_TS
-    alert = bare + tls.records(2)
-    return WireCost(alert + bare, 2, alert + 2 * bare, 3)

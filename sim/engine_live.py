@@ -225,9 +225,9 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
                     reply, close = node.on_timer(peer, now())
                     data = b"-"  # a timeout is the server giving up, as an error is
                 else:
-                    searched = node.app.searches()
+                    searched = node.app.searches() if search else 0
                     reply, close = node.receive(peer, data, now())
-                    if reply and search > 0.0 and node.app.searches() > searched:
+                    if reply and search and node.app.searches() > searched:
                         await sleep_precisely(search)  # the modelled search
                 if reply:
                     await write(writer, peer, reply)

@@ -86,6 +86,7 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
         head["tls"] = IPV4 + TCP_TS + 2 + dot.sizes.record_overhead  # type: ignore[attr-defined]
     # DNS over TLS: resolver -> server -> [connection number, last traffic time]
     dot_conns: dict[str, OrderedDict[str, list]] = {}
+    dot_ids = [0]  # connections opened so far (numbers them)
     # (kind, processing time) per address; the costly classes are told apart only when
     # they have their own time (or are being measured)
     base = {ip: ("agent", plan.agent_time) for ip in plan.agents}
@@ -175,8 +176,6 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
             bump(y, "rx_packets", "rx_bytes", IPV4 + TCP_TS + size)
             total += d
         return total
-
-    dot_ids = [0]
 
     def deliver(dst: str, data: bytes, src: tuple[str, int], transport: str) -> None:
         bump(dst, "rx_packets", "rx_bytes", len(data) + head[transport])
@@ -417,13 +416,13 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
                 if data:
                     reset(ip, conn, host, 0.0)
                 return
-            searched = app.searches()
+            searched = app.searches() if search else 0
             reply, _close = hosts[host].receive((ip, conn), data, env.now)
             if plan.measure is not None:
                 plan.measure.setdefault("server", []).append(perf_counter() - t)
             if reply:
                 d = one_way(host, ip, wire(len(reply)), 0.2)
-                if search > 0.0 and app.searches() > searched:  # modelled search: delays
+                if search and app.searches() > searched:  # modelled search: delays
                     d += search  # the answer to a search request, holds no CPU
                 later(d, to_agent, ip, conn, reply)
 

@@ -90,7 +90,6 @@ def grail_options(method: str) -> GrailOptions:
     return GrailOptions(**opts)  # type: ignore[arg-type]
 
 
-
 def check_method(method: str) -> None:
     """Raise ValueError unless ``method`` is a method spec :mod:`sim.evaluate` runs."""
     parts = method.split(":")
@@ -108,7 +107,6 @@ def check_method(method: str) -> None:
         raise ValueError(f"unknown method {method!r} (flat:S, context, "
                          f"tooldns:S[:B[:score|global]], a2x:S:POLICY, grail[:OPT…], "
                          f"grail-intersect; S in {sorted(SCORERS)})")
-
 
 
 class _Spec(BaseModel):

@@ -979,7 +979,7 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
     train = [r for r in train if r["query"].strip().lower() not in held_out]
     ev = Evaluator(ns, category_map(rows), config, ev_encoder, train)
     for method in spec.methods:  # reject bad method names before anything runs
-        _check_method(method)
+        check_method(method)
     df = ev.run(qs, progress, tick)
     out = out or Path(spec.out or f"results/{spec.name}")
     meta = {"name": spec.name, "tools": len(rows), "queries_evaluated": len(qs),
@@ -989,6 +989,3 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
         meta["grail_train_queries"] = len(train)
     frames = write_outputs(out, df, spec.k, meta, spec.plots, provenance(started))
     return {"out": out, "balance": balance, **frames}
-
-
-_check_method = check_method  # the grammar lives with the file models (sim.evalspec)

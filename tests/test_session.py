@@ -225,8 +225,8 @@ def test_session_on_the_live_engine() -> None:
 
 def test_bad_session_input_is_rejected() -> None:
     with pytest.raises(ValueError, match=r"session\.schemes: no scheme named 'of'"):
-        tiny().model_copy(update={}).model_validate(
-            {**tiny().model_dump(), "agents": {"session": {"schemes": ["of"]}}})
+        Scenario.model_validate({**tiny().model_dump(),
+                                 "agents": {"session": {"schemes": ["of"]}}})
     with pytest.raises(ValueError, match="can never trip"):
         tiny(guard_window=3, guard_max_repeats=3)
     with pytest.raises(ValueError, match="grant at least one"):
