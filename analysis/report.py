@@ -6,7 +6,7 @@
   records), rogue tools returned per trust policy, success under faults;
 * :func:`write_report` — provenance, scenario, tables, figures (embedded in the HTML as
   base64 PNG; PNG files beside the Markdown) and the scenario YAML;
-* :func:`add_arguments` / :func:`run` — the ``tooldns report DIR`` subcommand (``sim.cli``).
+* :func:`add_arguments` / :func:`run` — the ``tooldns report DIR`` subcommand (``sim.cli.main``).
 
     python3 -m analysis.report DIR [--out OUT] [--format html,md]
 
@@ -315,7 +315,7 @@ def provenance_section(prov: dict | None) -> Section:
 
 
 def _picture(name: str, fig: Figure, caption: str = "") -> Picture:
-    from analysis.plots import png_bytes
+    from analysis.plots.core import png_bytes
 
     return Picture(name, png_bytes(fig), caption)
 
@@ -331,7 +331,7 @@ def run_report(path: Path) -> Report:
     """Everything about one run folder (a ``tooldns run`` output or a sweep point)."""
     import pandas as pd
 
-    from analysis import plots
+    from analysis.plots import core as plots
     from analysis.results import load_run, per_phase, phases
 
     run = load_run(path, partial=True)
@@ -372,7 +372,7 @@ def run_report(path: Path) -> Report:
                  f"against the open one."),
             Table(_formatted(trust.get("schemes", {}), TRUST_COLUMNS))]))
     if "faults" in s:
-        from analysis.faults import success_figure
+        from analysis.plots.faults import success_figure
 
         faults = s["faults"]
         blocks: list[Block] = [Table(_formatted(fault_rows(faults), FAULT_COLUMNS))]
@@ -427,8 +427,8 @@ def run_report(path: Path) -> Report:
 
 
 def sweep_report(path: Path) -> Report:
-    from analysis import sweep_plots
-    from analysis.plots import sweep_title
+    from analysis.plots import sweep as sweep_plots
+    from analysis.plots.core import sweep_title
     from analysis.results import load_sweep
 
     sw = load_sweep(path)
@@ -484,9 +484,9 @@ EVAL_COLUMNS = (
 def eval_report(path: Path) -> Report:
     import yaml
 
-    from analysis.plots import eval_title
+    from analysis.plots.core import eval_title
+    from analysis.plots.retrieval import figures as retrieval_figures
     from analysis.results import load_eval
-    from analysis.retrieval_plots import figures as retrieval_figures
 
     ev = load_eval(path)
     meta = ev.meta
@@ -635,7 +635,7 @@ def write_report(path: Path, out: Path | None = None,
     """Write ``report.html`` and/or ``report.md`` (with its PNG figures beside it) for the
     run, sweep or evaluation folder ``path`` into ``out`` (default: ``path``); returns the
     files written. Each file is written atomically."""
-    from sim.atomic import atomic_write, make_dirs
+    from analysis.files import atomic_write, make_dirs
 
     path = Path(path)
     out = Path(out) if out is not None else path
@@ -693,7 +693,7 @@ DESCRIPTION = ("Write a report of a tooldns output folder (a run, a sweep or an 
 def run(args: argparse.Namespace) -> int:
     """``tooldns report``: write the report, print the files written. Exit 0, 1 (disk
     error), 2 (not an output folder)."""
-    from sim.atomic import OutputError
+    from analysis.files import OutputError
 
     try:
         paths = write_report(args.dir, args.out, args.format)

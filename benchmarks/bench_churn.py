@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.runner import run_scenario  # noqa: E402
+from sim.run.runner import run_scenario  # noqa: E402
 from sim.scenario import Scenario, load_scenario  # noqa: E402
 
 

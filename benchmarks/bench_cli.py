@@ -1,6 +1,6 @@
 """How long the command line takes before it does anything: ``--help``, ``validate``,
 ``schema``, ``run --show-config``, each as a fresh process (median of N), against the cost of
-importing what a run needs (``sim.runner``: the scorers, pandas, simpy, the engines) — the
+importing what a run needs (``sim.run.runner``: the scorers, pandas, simpy, the engines) — the
 baseline ``--help`` paid before the CLI imported lazily.
 
     python3 benchmarks/bench_cli.py            # 7 runs each
@@ -19,13 +19,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 CASES = {
-    "import sim.runner (baseline)": [sys.executable, "-c", "import sim.runner"],
-    "tooldns --help": [sys.executable, "-m", "sim.cli", "--help"],
-    "tooldns run --help": [sys.executable, "-m", "sim.cli", "run", "--help"],
-    "tooldns validate scenarios/*.yaml": [sys.executable, "-m", "sim.cli", "validate",
+    "import sim.run.runner (baseline)": [sys.executable, "-c", "import sim.run.runner"],
+    "tooldns --help": [sys.executable, "-m", "sim.cli.main", "--help"],
+    "tooldns run --help": [sys.executable, "-m", "sim.cli.main", "run", "--help"],
+    "tooldns validate scenarios/*.yaml": [sys.executable, "-m", "sim.cli.main", "validate",
                                           *map(str, sorted((ROOT / "scenarios").glob("*.yaml")))],
-    "tooldns schema": [sys.executable, "-m", "sim.cli", "schema"],
-    "tooldns run quickstart --show-config": [sys.executable, "-m", "sim.cli", "run",
+    "tooldns schema": [sys.executable, "-m", "sim.cli.main", "schema"],
+    "tooldns run quickstart --show-config": [sys.executable, "-m", "sim.cli.main", "run",
                                              "scenarios/quickstart.yaml", "--show-config"],
 }
 

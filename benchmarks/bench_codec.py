@@ -5,7 +5,7 @@ What it measures
 
     * the intent option codec: ``Intent.encode`` / ``Intent.decode``, and building+packing a
       query that carries the option with dnslib (what the resolver and agents still do);
-    * parsing a query on the server: the struct fast path ``nodes.codec.parse_query`` (plain
+    * parsing a query on the server: the struct fast path ``nodes.dns.codec.parse_query`` (plain
       A and semantic query) against dnslib (``DNSRecord.parse`` + ``get_intent``) and the
       server's dnslib fallback ``view_from_dnslib``;
     * ``AuthoritativeServer.handle`` (wire in, wire out) with ``packet_cache=0``, so every
@@ -14,7 +14,7 @@ What it measures
       SRV + A; one fixed intent, and a pool of distinct intents cycled), a plain A query for
       a tool target, and a plain fully expanded SRV query (whole RRset, truncated at 512
       bytes); plus one row with the default server answering from its packet cache;
-    * the semantic leaf again with the name memos off (``nodes.codec.NAME_MEMO_SIZE`` and
+    * the semantic leaf again with the name memos off (``nodes.dns.codec.NAME_MEMO_SIZE`` and
       ``AuthoritativeServer.NAME_MEMO`` set to 0): every query name is decoded and split
       afresh, as for a name never seen before;
     * pieces of the semantic leaf path: ``tokenize``, the numpy scoring API of the leaf's
@@ -34,7 +34,7 @@ How
     seconds; the timing is repeated ``--repeat`` times and the minimum is reported (the
     least disturbed run; on a shared machine the median is printed as well). The namespace
     is ``topologies.namespace.synthetic`` (default 2000 tools, branching 6, depth 2) built
-    into a hierarchy with ``sim.hierarchy.build_hierarchy``; the servers under test are
+    into a hierarchy with ``sim.build.hierarchy.build_hierarchy``; the servers under test are
     fresh ``AuthoritativeServer`` objects over the same zone data, with ``packet_cache=0``
     (the cached row uses the server's default), and their lazy score indexes are warmed
     before timing.
@@ -73,18 +73,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dnslib import QTYPE, DNSRecord
 
-from nodes import codec
-from nodes.authoritative import AuthoritativeServer
-from nodes.codec import parse_query, view_from_dnslib
-from nodes.scoring import tokenize, top_k
-from nodes.wire import (
+from nodes.authoritative.server import AuthoritativeServer
+from nodes.dns import codec
+from nodes.dns.codec import parse_query, view_from_dnslib
+from nodes.dns.wire import (
     Intent,
     cursor_name,
     expanded_name,
     get_intent,
     opt_record,
 )
-from sim.hierarchy import Hierarchy, build_hierarchy
+from nodes.scoring import tokenize, top_k
+from sim.build.hierarchy import Hierarchy, build_hierarchy
 from topologies.namespace import TLD, synthetic
 
 SRC = ("127.0.0.1", 5353)

@@ -27,14 +27,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from dnslib import DNSRecord
 
-from nodes.dnssec import ZoneSigner, check_answer, check_dnskey, ds_of
-from nodes.resolver import Discovery, ResolverConfig
-from nodes.wire import Intent, cursor_name, opt_record
-from sim.hierarchy import build_hierarchy
-from sim.memory import MemoryNetwork
-from sim.runner import run_scenario
+from nodes.dns.dnssec import ZoneSigner, check_answer, check_dnskey, ds_of
+from nodes.dns.wire import Intent, cursor_name, opt_record
+from nodes.resolver.core import Discovery, ResolverConfig
+from sim.build.hierarchy import build_hierarchy
+from sim.build.trust import sign_hierarchy
+from sim.engines.memory import MemoryNetwork
+from sim.run.runner import run_scenario
 from sim.scenario import Scenario
-from sim.trust import sign_hierarchy
 from topologies.namespace import synthetic
 
 

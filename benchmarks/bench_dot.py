@@ -31,7 +31,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.runner import run_scenario  # noqa: E402
+from sim.run.runner import run_scenario  # noqa: E402
 from sim.scenario import load_scenario  # noqa: E402
 
 PAIRS = {"tls": "udp", "tls-nocache": "udp-nocache", "qname-tls": "qname-udp"}

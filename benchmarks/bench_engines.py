@@ -30,10 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.engine_ray import ensure_ray, group_nodes
-from sim.runner import build_namespace, make_plan, run_scenario
+from sim.build.workload import build_jobs
+from sim.engines.ray import ensure_ray, group_nodes
+from sim.run.runner import build_namespace, make_plan, run_scenario
 from sim.scenario import Scenario
-from sim.workload import build_jobs
 
 
 def scenario(args: argparse.Namespace, placement: str = "level", agent_actors: int = 1,

@@ -30,10 +30,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from analysis.files import atomic_write  # noqa: E402
 from nodes.scoring import make_scorer  # noqa: E402
-from sim.atomic import atomic_write  # noqa: E402
 from sim.evalspec import TaxonomySpec  # noqa: E402
-from sim.evaluate import InProcessHierarchy, sample_queries, taxonomy_namespace  # noqa: E402
+from sim.retrieval.evaluator import InProcessHierarchy, sample_queries, taxonomy_namespace  # noqa: E402
 from topologies.datasets import load_catalog, load_queries  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "tools"

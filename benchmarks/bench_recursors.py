@@ -1,4 +1,4 @@
-"""ToolDNS through the resolvers people run: the compatibility matrix of ``sim.recursors``
+"""ToolDNS through the resolvers people run: the compatibility matrix of ``sim.interop.recursors``
 (Unbound, BIND, Knot Resolver, PowerDNS Recursor, dnsdist in front of a served hierarchy,
 each in a fresh network namespace on port 53), plain and DNSSEC, and what each probe cost
 upstream against our ToolDNS-aware resolver on the same probes.
@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim import recursors
-from sim.atomic import atomic_write
+from analysis.files import atomic_write
+from sim.interop import recursors
 
 WALK = (("cold", "qname cold", "cursor cold"), ("warm", "qname warm", "cursor warm"),
         ("repeat", "qname repeat", "cursor repeat"))

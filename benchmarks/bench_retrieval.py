@@ -44,10 +44,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.retrieval_plots import recall_vs_examined, search_space
+from analysis.files import atomic_write
+from analysis.plots.retrieval import recall_vs_examined, search_space
 from nodes.scoring import make_scorer
-from sim.atomic import atomic_write
-from sim.evaluate import (
+from sim.retrieval.evaluator import (
     EvalScenario,
     InProcessHierarchy,
     build_namespace,

@@ -5,7 +5,7 @@ as a table and, with ``--json``, writes them):
 
 ``http``
     Starts the two HTTP registries (AgentDNS at ``--address``, ANS at the next address) in
-    a **separate process**, exactly as the live engine serves them (``sim.engine_live.
+    a **separate process**, exactly as the live engine serves them (``sim.engines.live.
     start_registry``, real TCP on 127.0.0.0/8, a token secret from ``secrets``), then fires
     malformed and hostile requests at them from this process over blocking sockets: a
     request split across reads (two pieces, and byte by byte), slowloris (one header byte
@@ -29,7 +29,7 @@ as a table and, with ``--json``, writes them):
     the end. Every figure is measured in this run; nothing is assumed.
 
 ``fuzz`` / ``spoof`` / ``memory`` / ``tcp`` (DNS)
-    Each serves a synthetic hierarchy and its resolver (``sim.live.LiveHierarchy``, what
+    Each serves a synthetic hierarchy and its resolver (``sim.sockets.endpoints.LiveHierarchy``, what
     ``tooldns serve`` runs) in a **separate process** (``serve-dns``) and attacks it from
     this one over loopback:
 
@@ -72,9 +72,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nodes.http import ClientConnection  # noqa: E402
-from nodes.pki import canonical, issue, make_ca  # noqa: E402
-from nodes.registry_client import ans_registration  # noqa: E402
+from nodes.registry.client import ans_registration  # noqa: E402
+from nodes.registry.http import ClientConnection  # noqa: E402
+from nodes.registry.pki import canonical, issue, make_ca  # noqa: E402
 
 SEARCH = "/api/v1/discovery/search"
 HOST = "registry.test"
@@ -90,10 +90,10 @@ def serve_http(args: argparse.Namespace) -> int:
     import asyncio
     import secrets
 
-    from nodes.http import Limits
+    from nodes.registry.http import Limits
     from nodes.scoring import make_scorer
-    from sim.engine_live import start_registry
-    from sim.registries import build_registry
+    from sim.build.registries import build_registry
+    from sim.engines.live import start_registry
     from topologies.namespace import synthetic
 
     ns = synthetic(n_tools=args.tools, branching=4, depth=2, seed=args.seed, n_orgs=1,
@@ -453,13 +453,13 @@ def cmd_http(args: argparse.Namespace) -> dict:
 
 def serve_dns(args: argparse.Namespace) -> int:
     """The DNS server process: a served hierarchy and resolver (``tooldns serve``'s
-    :class:`sim.live.LiveHierarchy`) with the given bounds. Prints ``READY`` and the
+    :class:`sim.sockets.endpoints.LiveHierarchy`) with the given bounds. Prints ``READY`` and the
     manifest; on each line read from stdin prints its counters and RSS as one JSON line;
     stops when stdin closes."""
     import asyncio
 
-    from sim.hierarchy import build_hierarchy
-    from sim.live import LiveHierarchy, TcpLimits
+    from sim.build.hierarchy import build_hierarchy
+    from sim.sockets.endpoints import LiveHierarchy, TcpLimits
     from topologies.namespace import synthetic
 
     ns = synthetic(n_tools=args.tools, branching=4, depth=2, seed=args.seed, n_orgs=1,
@@ -550,7 +550,7 @@ class DnsServer:
 def _stub_query(intent: str, k: int = 2, qid: int = 1, zone: str = "tools.") -> bytes:
     from dnslib import QTYPE, DNSHeader, DNSQuestion, DNSRecord
 
-    from nodes.wire import DEFAULT_OPTION_CODE, Intent, cursor_name, opt_record
+    from nodes.dns.wire import DEFAULT_OPTION_CODE, Intent, cursor_name, opt_record
 
     q = DNSRecord(DNSHeader(id=qid, rd=1))
     q.add_question(DNSQuestion(cursor_name("mcp", zone), QTYPE.SRV))
@@ -682,8 +682,8 @@ def cmd_spoof(args: argparse.Namespace) -> dict:
     rows: list[dict] = []
 
     async def targeted() -> None:
-        from nodes.resolver import Discovery, RecursiveResolver, ResolverConfig
-        from sim.live import NodeEndpoint
+        from nodes.resolver.core import Discovery, RecursiveResolver, ResolverConfig
+        from sim.sockets.endpoints import NodeEndpoint
 
         root = ("127.0.9.9", args.port)  # nothing listens there: the query stays pending
         me = "127.0.53.9"

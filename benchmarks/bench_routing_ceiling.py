@@ -54,8 +54,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.atomic import atomic_write
-from sim.evaluate import (
+from analysis.files import atomic_write
+from sim.retrieval.evaluator import (
     EvalScenario,
     build_namespace,
     disk_cached_encoder,

@@ -2,14 +2,14 @@
 
 What it measures
     ``growth`` — for each N (10^3 … 10^6 tools; 3·10^6 with ``--huge``), in a fresh
-    subprocess, one :func:`sim.runner.run_scenario` (``write=False``, simpy engine) of a
+    subprocess, one :func:`sim.run.runner.run_scenario` (``write=False``, simpy engine) of a
     synthetic namespace of branching ``--branching`` whose depth grows with N (about 100
     tools per leaf: depth log10(N) - 2, at least 1; ``--depth`` fixes it) or, with
     ``--catalog FILE``, the first N rows of a catalogue. The run's build functions and its
     engine are wrapped with timers, so the figures are run_scenario's own:
 
-    * ``namespace`` — :func:`sim.runner.build_namespace`;
-    * ``hierarchy`` — :func:`sim.runner.scenario_hierarchy` (every authoritative server);
+    * ``namespace`` — :func:`sim.run.runner.build_namespace`;
+    * ``hierarchy`` — :func:`sim.run.runner.scenario_hierarchy` (every authoritative server);
     * ``net+jobs+pre`` — everything else before the first query: jobs, the per-run
       precomputation (target ids, candidates …), network, placement and the plan;
     * ``sim`` — the engine's wall time for a short closed-loop replay (``--queries``
@@ -87,7 +87,7 @@ def _scenario(n: int, args: argparse.Namespace) -> Any:
 
 def child(n: int, args: argparse.Namespace) -> dict[str, Any]:
     """One run at ``n`` tools in this (fresh) process; returns its figures."""
-    from sim import runner
+    from sim.run import runner
 
     base = _rss_mib()
     sc = _scenario(n, args)
@@ -206,7 +206,7 @@ def _rate_child(tree: str, tools: int, queries: int) -> None:
     sys.path.insert(0, tree)
     import simpy
 
-    from sim.runner import run_scenario
+    from sim.run.runner import run_scenario
     from sim.scenario import Scenario
 
     data = _rate_scenario(tools, queries, packet_cache=True)

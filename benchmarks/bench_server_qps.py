@@ -2,7 +2,7 @@
 
 What it measures
     Replies per second that (a) a ToolDNS leaf authoritative server, run exactly as the live
-    engine runs it (:class:`sim.live.ServerEndpoint`, asyncio, UDP), and (b) a minimal asyncio
+    engine runs it (:class:`sim.sockets.endpoints.ServerEndpoint`, asyncio, UDP), and (b) a minimal asyncio
     ``DatagramProtocol`` that sends every datagram straight back can sustain, driven by the
     same load generator with the same query bytes. The ratio leaf/echo at the same window is
     the figure of merit: it says how much of the cost of a plain Python asyncio UDP server the
@@ -17,7 +17,7 @@ What it measures
 
 How
     * Build a synthetic namespace (``topologies.namespace.synthetic``) and its hierarchy
-      (``sim.hierarchy.build_hierarchy``); pick the leaf zone with the most generated queries
+      (``sim.build.hierarchy.build_hierarchy``); pick the leaf zone with the most generated queries
       and serve its zone data from two fresh servers (packet cache off / default).
     * Start the echo server and the leaf servers, each in its own process (multiprocessing,
       ``spawn``), on 127.0.0.0/8; each reports its UDP port back over a pipe, answers counter
@@ -83,9 +83,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dnslib import QTYPE, RCODE, DNSRecord
 
-from nodes.authoritative import AuthoritativeServer
-from nodes.wire import Intent, cursor_name, expanded_name, opt_record
-from sim.hierarchy import build_hierarchy
+from nodes.authoritative.server import AuthoritativeServer
+from nodes.dns.wire import Intent, cursor_name, expanded_name, opt_record
+from sim.build.hierarchy import build_hierarchy
 from topologies.namespace import Namespace, synthetic
 
 #: Reference anchors (plain Python asyncio UDP echo on 2 vCPU), requests/s by window.
@@ -158,7 +158,9 @@ async def _run_leaf(
     server: AuthoritativeServer, host: str, port: int, conn: Connection, stop: EventType,
     lifetime: float,
 ) -> None:
-    from sim.live import ServerEndpoint  # imported in the child: the parent does not need it
+    from sim.sockets.endpoints import (
+        ServerEndpoint,  # imported in the child: the parent does not need it
+    )
 
     endpoint = ServerEndpoint(server, (host, port))
     await endpoint.start()

@@ -1,4 +1,4 @@
-"""The agent session layer of seed 003 (nodes.session): token cost and DNS load.
+"""The agent session layer of seed 003 (nodes.agent.session): token cost and DNS load.
 
 (a) ``table1`` — seed 003's Table 1 on the shared catalogue (``../shared/data/tools``;
     synthetic tools when it is missing): tool-related tokens in context for libraries of
@@ -37,9 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nodes.resolver import Discovery  # noqa: E402
-from nodes.scoring import BM25Scorer, top_k  # noqa: E402
-from nodes.session import (  # noqa: E402
+from nodes.agent.session import (  # noqa: E402
     META_TOOL_TOKENS,
     Session,
     SessionConfig,
@@ -48,7 +46,9 @@ from nodes.session import (  # noqa: E402
     static_tokens,
     tool_tokens,
 )
-from sim.runner import run_scenario  # noqa: E402
+from nodes.resolver.core import Discovery  # noqa: E402
+from nodes.scoring import BM25Scorer, top_k  # noqa: E402
+from sim.run.runner import run_scenario  # noqa: E402
 from sim.scenario import load_scenario  # noqa: E402
 
 CATALOG = ROOT.parent / "shared" / "data" / "tools" / "catalog.jsonl"

@@ -41,10 +41,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim import shards
-from sim.engine_ray import ensure_ray
-from sim.engine_simpy import run_simpy
-from sim.runner import build_jobs, build_namespace, make_plan, run_scenario
+from sim.engines import shards
+from sim.engines.ray import ensure_ray
+from sim.engines.simpy import run_simpy
+from sim.run.runner import build_jobs, build_namespace, make_plan, run_scenario
 from sim.scenario import Scenario
 
 EXACT = ("returned", "round_trips", "exchanges", "bytes_up", "bytes_down", "packets_up",
@@ -101,7 +101,7 @@ def engine_times(sc: Scenario) -> dict[str, float]:
     pending = [a.run.remote(plan.scheme, i, len(actors), times, plan.dns_port)
                for i, a in enumerate(actors)]
     pieces = []
-    while pending:  # as sim.shards.run_sharded does
+    while pending:  # as sim.engines.shards.run_sharded does
         done, pending = ray.wait(pending, num_returns=1)
         got = time.perf_counter()
         pieces.append(shards.unpack(ray.get(done[0])))

@@ -13,7 +13,7 @@ paper's, with ratios against ToolDNS (the baseline named by the paper's comparis
 on the simulation engine with every query of the 40 % test split asked once (``--part all``:
 all 19,148 queries), one query every ``--spacing`` seconds of simulated time, then sweeps
 the registries' modelled search time (``network.processing.registry``, ``--search-times``)
-over the first ``--sweep-queries`` of them. Both are sweeps (:mod:`sim.sweep`) under
+over the first ``--sweep-queries`` of them. Both are sweeps (:mod:`sim.run.sweep`) under
 ``--out``: finished points are kept, so an interrupted run resumes.
 
 KB = 1000 bytes; "request" = packets/bytes toward the server side (agent → resolver →
@@ -34,11 +34,11 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.atomic import atomic_write  # noqa: E402
-from sim.runner import build_namespace, run_scenario  # noqa: E402
+from analysis.files import atomic_write  # noqa: E402
+from sim.build.workload import query_pool  # noqa: E402
+from sim.run.runner import build_namespace, run_scenario  # noqa: E402
+from sim.run.sweep import run_sweep, sweep_points  # noqa: E402
 from sim.scenario import Scenario, load_scenario  # noqa: E402
-from sim.sweep import run_sweep, sweep_points  # noqa: E402
-from sim.workload import query_pool  # noqa: E402
 
 PAPER = {  # request KB, request packets, response KB, response packets, delay ms
     "AgentDNS (HTTP)": (1.16, 10.77, 1.79, 9.87, 2035.51),

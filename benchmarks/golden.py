@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sim.provenance import deterministic_summary  # noqa: E402
-from sim.runner import run_scenario  # noqa: E402
+from sim.run.runner import run_scenario  # noqa: E402
+from sim.run.sweep import sweep_points  # noqa: E402
 from sim.scenario import Scenario, load_scenario  # noqa: E402
-from sim.sweep import sweep_points  # noqa: E402
 
 GOLDEN = ROOT / "benchmarks" / "golden.json"
 FILES = ("results.csv", "nodes.csv", "summary.json")

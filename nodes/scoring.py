@@ -13,7 +13,7 @@ position in the zone's own (sorted) order.
 * ``maxsim`` — GRAIL's intent index: several vectors per item (name, each sentence, each
   usage example, separated by newlines), score = the best cosine over them.
 * ``llm`` — an LLM ranks the items (the paper's prompts); the chat call is an injected
-  transport so this module stays free of sockets (``sim.evaluate.openai_transport``).
+  transport so this module stays free of sockets (``sim.retrieval.evaluator.openai_transport``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from nodes.wire import is_subdomain, normalise
+from nodes.dns.wire import is_subdomain, normalise
 
 PolicyKind = Literal["open", "allowlist", "certified", "public-then-certified"]
 

@@ -50,7 +50,7 @@ def exchange_cost(transport: str, query_len: int, reply_len: int) -> WireCost:
 
 
 def steps_cost(steps, dot: DotModel | None = None) -> WireCost:
-    """Cost of a discovery's exchanges (``steps``: nodes.resolver.Step); exchanges over
+    """Cost of a discovery's exchanges (``steps``: nodes.resolver.core.Step); exchanges over
     DNS over TLS (transport "tls") need ``dot``."""
     total = WireCost()
     for s in steps:
@@ -139,7 +139,7 @@ def http_cost(steps, opened: set[int], closed: bool, keepalive: bool, tls,
 
     ``steps`` are its HTTP exchanges in order (``conn``, application ``bytes_out`` and
     ``bytes_in``; 0 when no response came), ``opened`` the connections it opened, ``closed``
-    whether it closed its connection, ``tls`` a :class:`sim.registries.TlsSizes` or None;
+    whether it closed its connection, ``tls`` a :class:`sim.build.registries.TlsSizes` or None;
     ``response_acks`` (kept-alive plain TCP, from :func:`keepalive_acks`) overrides the
     client's pure ACKs after each response.
     """
@@ -189,7 +189,7 @@ def http_cost(steps, opened: set[int], closed: bool, keepalive: bool, tls,
 
 def open_cost(tls, model: TcpModel) -> WireCost:
     """Opening a connection under :class:`TcpModel`: → SYN, ← SYN-ACK, → ACK and, with
-    ``tls`` (:class:`sim.registries.TlsSizes`), the TLS 1.3 flights → ClientHello, ← ACK,
+    ``tls`` (:class:`sim.build.registries.TlsSizes`), the TLS 1.3 flights → ClientHello, ← ACK,
     ← server flight, → ACK, → Finished, ← tickets (HTTPS and DNS over TLS alike)."""
     bare = IPV4 + TCP_TS
     bu, pu, bd, pd = IPV4 + TCP_SYN + bare, 2, IPV4 + TCP_SYN, 1
@@ -228,12 +228,12 @@ def dot_port(dns_port: int) -> int:
 @dataclass(frozen=True, slots=True)
 class DotModel:
     """What the cost of a DNS-over-TLS exchange depends on: the TLS sizes of the run's
-    certificate (:class:`sim.registries.TlsSizes`, a real in-memory handshake), the TCP
+    certificate (:class:`sim.build.registries.TlsSizes`, a real in-memory handshake), the TCP
     model, the client's pure ACK after each response by exchange (``id(step)`` → 0/1,
     from :func:`dot_acks`; missing: 1) and the server's pure ACK of pipelined queries
     (``server_acks``, also from :func:`dot_acks`; missing: 0)."""
 
-    tls: object  # sim.registries.TlsSizes
+    tls: object  # sim.build.registries.TlsSizes
     model: TcpModel = TcpModel()
     acks: dict[int, int] | None = None
     server_acks: dict[int, int] | None = None

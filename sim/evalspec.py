@@ -1,6 +1,6 @@
 """Evaluation files (``scenarios/eval/*.yaml``): the typed models and their loader.
 
-Kept apart from :mod:`sim.evaluate` (which imports the scorers, scikit-learn and pandas)
+Kept apart from :mod:`sim.retrieval.evaluator` (which imports the scorers, scikit-learn and pandas)
 so that validating a file, ``tooldns schema`` and a network scenario's ``namespace.taxonomy``
 do not pay for them.
 """
@@ -91,7 +91,7 @@ def grail_options(method: str) -> GrailOptions:
 
 
 def check_method(method: str) -> None:
-    """Raise ValueError unless ``method`` is a method spec :mod:`sim.evaluate` runs."""
+    """Raise ValueError unless ``method`` is a method spec :mod:`sim.retrieval.evaluator` runs."""
     parts = method.split(":")
     if parts[0] in ("grail", "grail-intersect"):
         grail_options(method)  # raises naming the bad option

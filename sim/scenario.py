@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from nodes.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
+from nodes.dns.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from sim.evalspec import TaxonomySpec
 
 Service = Literal["mcp", "a2a", "rest", "skill"]
@@ -326,7 +326,7 @@ class SplitSpec(_Model):
 
 
 class ChurnEvent(_Model):
-    """One change to the published tools during the run (sim.churn): like a zone reload at
+    """One change to the published tools during the run (sim.build.churn): like a zone reload at
     the leaf servers (serial bumped, packet cache flushed) and an index update at the
     registries; resolvers and registry clients keep what they cached."""
 
@@ -381,7 +381,7 @@ class WorkloadSpec(_Model):
     split: SplitSpec | None = Field(None, description="only one part of a seeded stratified "
                                     "train/test split of the query file (null: all queries)")
     churn: ChurnSpec | None = Field(None, description="tools added, changed and removed "
-                                    "during the run, with probes (sim.churn; null: none)")
+                                    "during the run, with probes (sim.build.churn; null: none)")
 
 
 class CacheSpec(_Model):
@@ -407,7 +407,7 @@ _SELECTOR = (r"^(\*|servers|registry(#\d+)?|resolvers|agents|resolver:\d+|agent:
 
 
 class FaultSpec(_Model):
-    """One fault (see :mod:`sim.faults`): from ``at`` for ``duration`` seconds of workload
+    """One fault (see :mod:`sim.build.faults`): from ``at`` for ``duration`` seconds of workload
     time (null: to the end), or, with ``rate``, failures of each target arriving as a
     Poisson process (per second) from ``at`` on, each lasting an exponential time of mean
     ``duration``. ``down`` crashes a server or registry replica (restart at the end);
@@ -453,7 +453,7 @@ class FaultsSpec(_Model):
 
 
 class ScopesSpec(_Model):
-    """RBAC scopes of the agents' sessions (nodes.session.Scopes): a tool is visible when
+    """RBAC scopes of the agents' sessions (nodes.agent.session.Scopes): a tool is visible when
     any scope grants it; answered tools outside them never enter the context."""
 
     user: tuple[str, ...] = Field((), description="tool ids granted to the user")
@@ -474,7 +474,7 @@ class ScopesSpec(_Model):
 
 
 class SessionSpec(_Model):
-    """The agent session layer of seed 003 (nodes.session): a search_tools meta-tool in
+    """The agent session layer of seed 003 (nodes.agent.session): a search_tools meta-tool in
     front of each agent's discoveries, a session tool cache (hits send no packets), a
     loop guard, RBAC scopes and a fallback when too few tools survive. One session per
     agent. The registry fallback's cost is MODELLED (not carried by the engine)."""
@@ -517,7 +517,7 @@ class SessionSpec(_Model):
 
 
 class AgentSpec(_Model):
-    """What a client agent does when the resolver does not answer (nodes.agent.StubAgent):
+    """What a client agent does when the resolver does not answer (nodes.agent.stub.StubAgent):
     it waits ``timeout`` seconds, then asks again, ``attempts`` times in all. Registry
     schemes' HTTP clients use the scheme's ``timeout`` × ``max_attempts`` (at least 1 s)
     per call instead."""
@@ -558,7 +558,7 @@ class SweepSpec(_Model):
 
 
 class RaySpec(_Model):
-    """Ray engine: how zones are grouped into actors (see :mod:`sim.engine_ray`)."""
+    """Ray engine: how zones are grouped into actors (see :mod:`sim.engines.ray`)."""
 
     placement: Literal["level", "org", "count"] = "level"
     zones_per_actor: int = Field(16, ge=1, description="zones per actor for 'count'")
@@ -567,7 +567,7 @@ class RaySpec(_Model):
 
 
 class ShardSpec(_Model):
-    """One simpy run sharded over Ray workers (see :mod:`sim.shards`): resolvers split
+    """One simpy run sharded over Ray workers (see :mod:`sim.engines.shards`): resolvers split
     across ``workers`` shards, each agent with its resolver, servers replicated per shard."""
 
     workers: int = Field(1, ge=1, description="shards (Ray actors); 1 = one process")

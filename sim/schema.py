@@ -5,8 +5,8 @@ Both are generated from the pydantic models in :mod:`sim.scenario` (and
 ``tooldns schema`` prints them; ``docs/scenario-reference.md`` is this module's output,
 checked by the tests.
 
-    python3 -m sim.cli schema > scenario.schema.json          # editors: yaml-language-server
-    python3 -m sim.cli schema --markdown > docs/scenario-reference.md
+    python3 -m sim.cli.main schema > scenario.schema.json          # editors: yaml-language-server
+    python3 -m sim.cli.main schema --markdown > docs/scenario-reference.md
 """
 
 from __future__ import annotations

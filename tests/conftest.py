@@ -18,7 +18,7 @@ def ray_session():  # type: ignore[no-untyped-def]
         import ray
     else:
         ray = pytest.importorskip("ray", reason="Ray is not installed (bash .ci/setup)")
-    from sim.engine_ray import ensure_ray
+    from sim.engines.ray import ensure_ray
 
     ensure_ray(num_cpus=2)
     yield ray

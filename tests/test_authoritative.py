@@ -7,9 +7,8 @@ from dataclasses import replace
 import pytest
 from dnslib import EDNS0, QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
-from nodes.authoritative import AuthoritativeServer, child_index
-from nodes.scoring import CachedEncoder, DenseScorer
-from nodes.wire import (
+from nodes.authoritative.server import AuthoritativeServer, child_index
+from nodes.dns.wire import (
     DEFAULT_OPTION_CODE,
     EMBEDDING_OPTION_CODE,
     Intent,
@@ -23,7 +22,8 @@ from nodes.wire import (
     normalise,
     opt_record,
 )
-from nodes.zone import Delegation, ServerRef, ToolRecord, ZoneData
+from nodes.dns.zone import Delegation, ServerRef, ToolRecord, ZoneData
+from nodes.scoring import CachedEncoder, DenseScorer
 from tests.vectors import hashed_words
 
 SRC = ("127.0.0.9", 5555)

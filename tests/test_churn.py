@@ -1,4 +1,4 @@
-"""Tool churn (sim.churn): a leaf server's reload, the resolver's cache until TTL, and
+"""Tool churn (sim.build.churn): a leaf server's reload, the resolver's cache until TTL, and
 visibility measured through the simpy and live engines against a registry."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from dnslib import QTYPE, DNSRecord
 
-from nodes.resolver import Discovery
-from nodes.zone import Ttls
-from sim.hierarchy import build_hierarchy
-from sim.memory import MemoryNetwork
-from sim.runner import run_scenario
+from nodes.dns.zone import Ttls
+from nodes.resolver.core import Discovery
+from sim.build.hierarchy import build_hierarchy
+from sim.engines.memory import MemoryNetwork
+from sim.run.runner import run_scenario
 from sim.scenario import Scenario, ScenarioError
 from topologies.namespace import synthetic
 
@@ -173,8 +173,8 @@ def test_churn_needs_simpy_or_live_and_a_known_action() -> None:
 
 def test_registries_update_their_index_at_once() -> None:
     from nodes.scoring import make_scorer
-    from sim.churn import _registry_tool
-    from sim.registries import build_registry
+    from sim.build.churn import _registry_tool
+    from sim.build.registries import build_registry
 
     ns = synthetic(n_tools=40, branching=2, depth=1, seed=1)
     h = build_hierarchy(ns)
@@ -199,9 +199,9 @@ def test_registries_update_their_index_at_once() -> None:
 
 def test_interrupted_churn_run_keeps_probes_out_of_the_partial_summary(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sim.runner
+    import sim.run.runner
 
-    real = sim.runner.engine_for("simpy")
+    real = sim.run.runner.engine_for("simpy")
     calls: list[str] = []
 
     def crash_second(plan):  # type: ignore[no-untyped-def]
@@ -210,7 +210,7 @@ def test_interrupted_churn_run_keeps_probes_out_of_the_partial_summary(
             raise RuntimeError("engine bug")
         return real(plan)
 
-    monkeypatch.setattr(sim.runner, "engine_for", lambda name: crash_second)
+    monkeypatch.setattr(sim.run.runner, "engine_for", lambda name: crash_second)
     with pytest.raises(RuntimeError, match="engine bug"):
         run_scenario(Scenario.model_validate(CHURN), out_dir=tmp_path)
     partial = json.loads((tmp_path / "partial.json").read_text(encoding="utf-8"))

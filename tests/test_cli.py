@@ -14,9 +14,9 @@ import jsonschema
 import pytest
 import yaml
 
-from sim import cli
+from sim.cli import main as cli
 from sim.provenance import deterministic_summary
-from sim.runner import run_scenario
+from sim.run.runner import run_scenario
 from sim.scenario import Scenario, load_scenario
 from sim.schema import json_schema, markdown_reference
 
@@ -41,7 +41,7 @@ def _file(tmp_path: Path, data: dict, name: str = "s.yaml") -> Path:
 
 
 def _tooldns(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "sim.cli.main", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=300)
 
 
@@ -61,7 +61,7 @@ def test_version_and_help_conventions() -> None:
 
 def test_help_imports_nothing_heavy() -> None:
     """`tooldns --help` must not import the scorers, pandas or the engines."""
-    code = ("import sys\nfrom sim.cli import build_parser\n"
+    code = ("import sys\nfrom sim.cli.main import build_parser\n"
             "for argv in (['--help'], ['run', '--help'], ['serve', '--help']):\n"
             "    try:\n        build_parser().parse_args(argv)\n"
             "    except SystemExit:\n        pass\n"
@@ -75,8 +75,8 @@ def test_help_imports_nothing_heavy() -> None:
 
 
 def test_option_defaults_agree_with_the_nodes() -> None:
-    from nodes.cache import DEFAULT_MAX_BYTES
-    from nodes.wire import DEFAULT_OPTION_CODE
+    from nodes.dns.cache import DEFAULT_MAX_BYTES
+    from nodes.dns.wire import DEFAULT_OPTION_CODE
 
     assert cli.DEFAULT_OPTION_CODE == DEFAULT_OPTION_CODE
     assert cli.DEFAULT_CACHE_BYTES == DEFAULT_MAX_BYTES
@@ -158,7 +158,7 @@ def test_field_reference_in_docs_is_generated() -> None:
     for kind, name in (("scenario", "scenario-reference.md"), ("eval", "eval-reference.md")):
         committed = (ROOT / "docs" / name).read_text(encoding="utf-8")
         assert committed == markdown_reference(kind) + "\n", (
-            f"docs/{name} is stale: python3 -m sim.cli schema --markdown"
+            f"docs/{name} is stale: python3 -m sim.cli.main schema --markdown"
             f"{' --eval' if kind == 'eval' else ''} > docs/{name}")
     ref = markdown_reference()
     assert "| `mean` | float | `0.01` | ≥ 0 | seconds (0.010 = 10 ms) |" in ref

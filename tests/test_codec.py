@@ -6,7 +6,7 @@ the file was generated (the struct/ReplyBuilder implementation of commit 3c289fa
 zones are stored in the file, not rebuilt from the generators, so edits to
 ``topologies``/``sim`` cannot move the goalposts: a synthetic namespace
 (``synthetic(n_tools=600, branching=4, depth=2, n_orgs=2, seed=3)`` placed by
-``sim.hierarchy.build_hierarchy``) plus two hand-built zones with long names, out-of-zone
+``sim.build.hierarchy.build_hierarchy``) plus two hand-built zones with long names, out-of-zone
 name servers and replies larger than 16 KiB (compression pointers stop at offset 0x3FFF).
 
 The queries cover semantic cursor queries at the root, TLD, intermediate and leaf zones with
@@ -36,11 +36,11 @@ from dnslib import DNSRecord
 if __name__ == "__main__":  # allow `python tests/test_codec.py --regenerate` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nodes import codec
-from nodes.authoritative import AuthoritativeServer
+from nodes.authoritative.server import AuthoritativeServer
+from nodes.dns import codec
+from nodes.dns.wire import DEFAULT_OPTION_CODE, Intent
+from nodes.dns.zone import Delegation, ServerRef, ToolRecord, Ttls, ZoneData
 from nodes.scoring import BM25Scorer, TfidfScorer, tokenize, top_k
-from nodes.wire import DEFAULT_OPTION_CODE, Intent
-from nodes.zone import Delegation, ServerRef, ToolRecord, Ttls, ZoneData
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden_replies.json.gz"
 SRC = ("127.0.0.9", 5555)
@@ -376,7 +376,7 @@ def hand_zones() -> list[ZoneData]:
 
 
 def regenerate() -> None:
-    from sim.hierarchy import build_hierarchy
+    from sim.build.hierarchy import build_hierarchy
     from topologies.namespace import synthetic
 
     ns = synthetic(n_tools=600, branching=4, depth=2, n_orgs=2, seed=3)

@@ -1,4 +1,4 @@
-"""DNSSEC (nodes.dnssec): signed replies only on DO, deterministic keys, a validating walk,
+"""DNSSEC (nodes.dns.dnssec): signed replies only on DO, deterministic keys, a validating walk,
 and a forged referral rejected."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import dns.message
 import pytest
 from dnslib import DNSRecord
 
-from nodes.authoritative import AuthoritativeServer
-from nodes.dnssec import BogusError, ZoneSigner, check_answer, check_dnskey, ds_of, trust_anchor
-from nodes.resolver import Discovery, ResolverConfig
-from nodes.wire import Intent, cursor_name, opt_record
-from sim.hierarchy import build_hierarchy
-from sim.memory import MemoryNetwork
-from sim.runner import run_scenario
+from nodes.authoritative.server import AuthoritativeServer
+from nodes.dns.dnssec import BogusError, ZoneSigner, check_answer, check_dnskey, ds_of, trust_anchor
+from nodes.dns.wire import Intent, cursor_name, opt_record
+from nodes.resolver.core import Discovery, ResolverConfig
+from sim.build.hierarchy import build_hierarchy
+from sim.build.trust import sign_hierarchy
+from sim.engines.memory import MemoryNetwork
+from sim.run.runner import run_scenario
 from sim.scenario import Scenario
-from sim.trust import sign_hierarchy
 from topologies.namespace import synthetic
 
 SRC = ("127.0.0.9", 5353)

@@ -12,8 +12,8 @@ import networkx as nx
 import pytest
 from engine_cases import assert_agrees, first_plan, small
 
-from sim.engine_mininet import NetemWarning, host_groups, switch_links, unavailable
-from sim.runner import run_scenario
+from sim.engines.mininet import NetemWarning, host_groups, switch_links, unavailable
+from sim.run.runner import run_scenario
 from sim.scenario import MininetSpec
 from topologies import network as net
 
@@ -68,7 +68,7 @@ def test_mininet_agrees_with_simpy(mininet_ok, tmp_path: Path) -> None:  # type:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mn = run_scenario(sc, engine="mininet", out_dir=tmp_path / "mn", live_port=53)
-    from sim.engine_mininet import has_netem
+    from sim.engines.mininet import has_netem
 
     if not has_netem():  # this machine: the fall-back is announced, not silent
         assert any(issubclass(w.category, NetemWarning) for w in caught)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from engine_cases import SAME, assert_agrees, first_plan, small
 
-from sim.engine_ray import group_nodes
-from sim.nodehost import check_supported, split_plan
-from sim.runner import run_scenario
+from sim.engines.nodehost import check_supported, split_plan
+from sim.engines.ray import group_nodes
+from sim.run.runner import run_scenario
 from sim.scenario import RaySpec, ScenarioError
 
 

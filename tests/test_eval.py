@@ -9,11 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nodes.resolver import Discovery, ResolverConfig
+from nodes.dns.wire import normalise
+from nodes.resolver.core import Discovery, ResolverConfig
 from nodes.scoring import CachedEncoder, DenseScorer, Scorer, make_scorer
-from nodes.wire import normalise
-from sim.cli import main
-from sim.evaluate import (
+from sim.build.hierarchy import build_hierarchy
+from sim.cli.main import main
+from sim.engines.memory import MemoryNetwork
+from sim.retrieval.evaluator import (
     EvalConfig,
     Evaluator,
     InProcessHierarchy,
@@ -22,9 +24,7 @@ from sim.evaluate import (
     load_eval,
     select,
 )
-from sim.hierarchy import build_hierarchy
-from sim.memory import MemoryNetwork
-from sim.runner import run_scenario
+from sim.run.runner import run_scenario
 from sim.scenario import ScenarioError, load_scenario
 from tests.vectors import hashed_words
 from topologies.datasets import synthetic_catalog, write_jsonl

@@ -1,4 +1,4 @@
-"""Fault schedules (sim.faults), resolver failover knobs, and outages on both engines."""
+"""Fault schedules (sim.build.faults), resolver failover knobs, and outages on both engines."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nodes.resolver import Discovery, ResolverConfig
-from sim.faults import FaultPlan, Interval, Nodes, build_fault_plan, registry_order, select
-from sim.hierarchy import build_hierarchy
-from sim.memory import MemoryNetwork
+from nodes.resolver.core import Discovery, ResolverConfig
+from sim.build.faults import FaultPlan, Interval, Nodes, build_fault_plan, registry_order, select
+from sim.build.hierarchy import build_hierarchy
+from sim.engines.memory import MemoryNetwork
 from sim.provenance import deterministic_summary
-from sim.runner import run_scenario
+from sim.run.runner import run_scenario
 from sim.scenario import FaultsSpec, Scenario, ScenarioError, load_scenario
 from topologies.namespace import synthetic
 

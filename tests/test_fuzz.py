@@ -29,9 +29,8 @@ from dnslib import NS as NSRecord
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodes.authoritative import AuthoritativeServer
-from nodes.resolver import Discovery
-from nodes.wire import (
+from nodes.authoritative.server import AuthoritativeServer
+from nodes.dns.wire import (
     DEFAULT_OPTION_CODE,
     Intent,
     cursor_name,
@@ -39,8 +38,9 @@ from nodes.wire import (
     is_subdomain,
     normalise,
 )
-from sim.hierarchy import build_hierarchy
-from sim.memory import MemoryNetwork
+from nodes.resolver.core import Discovery
+from sim.build.hierarchy import build_hierarchy
+from sim.engines.memory import MemoryNetwork
 from topologies.namespace import assign_servers, synthetic
 
 SRC = ("127.0.0.9", 5555)

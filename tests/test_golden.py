@@ -24,7 +24,7 @@ def test_same_bytes_as_before_the_fast_paths(name: str, tmp_path: Path) -> None:
         pytest.skip(f"digests were recorded with {DIGESTS['_versions']}, these libraries are "
                     f"{golden.versions()} (their number formatting may differ)")
     (case,) = [sc for n, sc in golden.cases(name) if n == name]
-    from sim.runner import run_scenario
+    from sim.run.runner import run_scenario
 
     run_scenario(case, out_dir=tmp_path)
     assert golden.digest(tmp_path) == DIGESTS[name]

@@ -15,8 +15,8 @@ import pytest
 from pydantic import ValidationError
 
 from nodes.scoring import tokenize
-from sim import evaluate
-from sim.evaluate import (
+from sim.retrieval import evaluator as evaluate
+from sim.retrieval.evaluator import (
     EvalConfig,
     EvalScenario,
     Evaluator,

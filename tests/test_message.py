@@ -1,4 +1,4 @@
-"""The resolver's and agents' struct codec (nodes.message) against dnslib, byte for byte.
+"""The resolver's and agents' struct codec (nodes.dns.message) against dnslib, byte for byte.
 
 Whatever :func:`parse_response` accepts must read exactly as dnslib reads it; whatever it
 declines goes to dnslib. :func:`encode_query` must write exactly dnslib's bytes.
@@ -13,9 +13,9 @@ from dnslib import QTYPE, RR, SOA, SRV, TXT, A, DNSHeader, DNSQuestion, DNSRecor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodes.message import Message, encode_query, parse_response
-from nodes.wire import Intent, opt_record
-from sim.hierarchy import build_hierarchy
+from nodes.dns.message import Message, encode_query, parse_response
+from nodes.dns.wire import Intent, opt_record
+from sim.build.hierarchy import build_hierarchy
 from topologies.namespace import synthetic
 
 
@@ -190,8 +190,8 @@ targets = st.lists(labels, min_size=1, max_size=4).map(lambda ls: ".".join(ls) +
 def test_answer_to_stub_is_dnslibs(qname: str, eps: list, outcome: str, rd: int,
                                    edns: int | None, transport: str) -> None:
     """The resolver's fast answer (QueryView + encode_answer) equals its dnslib answer."""
-    from nodes.codec import parse_query
-    from nodes.resolver import Discovery, DiscoveryResult, Endpoint, RecursiveResolver, _Task
+    from nodes.dns.codec import parse_query
+    from nodes.resolver.core import Discovery, DiscoveryResult, Endpoint, RecursiveResolver, _Task
 
     opts = None if edns is None else [(65432, Intent("x", 3).encode())]
     wire = encode_query(4242, rd << 8, qname, 33, opts, edns or 0)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from nodes.resolver import Discovery
-from sim.hierarchy import build_hierarchy
-from sim.memory import MemoryNetwork
+from nodes.resolver.core import Discovery
+from sim.build.hierarchy import build_hierarchy
+from sim.engines.memory import MemoryNetwork
 from topologies.namespace import (
     ROOT,
     TLD,

@@ -26,9 +26,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sim import atomic, cli
-from sim.atomic import OutputError, Staging, atomic_write, check_output_dir, remove_stale
-from sim.sweep import WORKER_NAME
+from analysis import files as atomic
+from analysis.files import OutputError, Staging, atomic_write, check_output_dir, remove_stale
+from sim.cli import main as cli
+from sim.run.sweep import WORKER_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,7 +111,7 @@ def _python(code: str) -> list[str]:
 
 
 def _cli(*args: str) -> list[str]:
-    return _python(f"import sys; from sim.cli import main; sys.exit(main({list(args)!r}))")
+    return _python(f"import sys; from sim.cli.main import main; sys.exit(main({list(args)!r}))")
 
 
 def _children(pid: int) -> list[int]:
@@ -236,7 +237,7 @@ def test_read_only_output_is_refused_before_anything_is_built(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """EROFS simulated where the probe file is created (see the tmpfs test for a real one)."""
-    import sim.runner
+    import sim.run.runner
 
     def erofs(*a, **k):  # type: ignore[no-untyped-def]
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
@@ -245,7 +246,7 @@ def test_read_only_output_is_refused_before_anything_is_built(
         raise AssertionError("the run started")
 
     monkeypatch.setattr(atomic.tempfile, "mkstemp", erofs)
-    monkeypatch.setattr(sim.runner, "build_namespace", never)
+    monkeypatch.setattr(sim.run.runner, "build_namespace", never)
     out = tmp_path / "out"
     assert cli.main(["run", str(_scenario(tmp_path)), "--out", str(out)]) == 1
     captured = capsys.readouterr()
@@ -291,7 +292,7 @@ def test_full_disk_mid_write_keeps_the_previous_run_intact(
 def test_full_disk_at_fsync_is_one_error_and_no_files(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A file system that reports the full disk only when the data is flushed."""
-    from sim.runner import run_scenario
+    from sim.run.runner import run_scenario
     from sim.scenario import load_scenario
 
     def fsync(fd: int) -> None:
@@ -328,9 +329,9 @@ def test_real_tmpfs_read_only_and_full(tmp_path: Path) -> None:
             if subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(folder)]
                               ).returncode:
                 sys.exit(77)
-        from sim.atomic import OutputError
-        from sim.cli import main
-        from sim.runner import run_scenario
+        from analysis.files import OutputError
+        from sim.cli.main import main
+        from sim.run.runner import run_scenario
         from sim.scenario import load_scenario
         sc = load_scenario({str(path)!r})
         res = {{}}
@@ -375,10 +376,10 @@ def test_real_tmpfs_read_only_and_full(tmp_path: Path) -> None:
 
 def test_a_crash_keeps_finished_schemes_and_a_complete_rerun_replaces_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sim.runner
+    import sim.run.runner
     from sim.scenario import load_scenario
 
-    real = sim.runner.engine_for("simpy")
+    real = sim.run.runner.engine_for("simpy")
     calls = []
 
     def crash_second(plan):  # type: ignore[no-untyped-def]
@@ -391,9 +392,9 @@ def test_a_crash_keeps_finished_schemes_and_a_complete_rerun_replaces_them(
     out = tmp_path / "out"
     out.mkdir()
     (out / "latency_cdf.png").write_bytes(b"an older run's plot")
-    monkeypatch.setattr(sim.runner, "engine_for", lambda name: crash_second)
+    monkeypatch.setattr(sim.run.runner, "engine_for", lambda name: crash_second)
     with pytest.raises(RuntimeError, match="engine bug") as info:
-        sim.runner.run_scenario(sc, out_dir=out)
+        sim.run.runner.run_scenario(sc, out_dir=out)
     assert any("kept the 1 finished schemes (k1)" in n for n in info.value.__notes__)
     partial = json.loads((out / "partial.json").read_text())
     assert partial["finished_schemes"] == ["k1"] and partial["unfinished_schemes"] == ["k3"]
@@ -401,7 +402,7 @@ def test_a_crash_keeps_finished_schemes_and_a_complete_rerun_replaces_them(
     assert sorted(p.name for p in out.iterdir()) == sorted([*TABLES, "partial.json"])
     assert set(pd.read_csv(out / "results.csv")["scheme"]) == {"k1"}
     monkeypatch.undo()
-    sim.runner.run_scenario(sc, out_dir=out)  # complete: partial.json goes, summary.json comes
+    sim.run.runner.run_scenario(sc, out_dir=out)  # complete: partial.json goes, summary.json comes
     assert sorted(p.name for p in out.iterdir()) == sorted([*TABLES, "summary.json"])
 
 

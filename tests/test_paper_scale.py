@@ -8,9 +8,9 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from sim.runner import build_namespace, run_scenario
+from sim.build.workload import query_pool
+from sim.run.runner import build_namespace, run_scenario
 from sim.scenario import Scenario, ScenarioError, load_scenario
-from sim.workload import query_pool
 
 BASE = {
     "name": "paper-scale", "seed": 1,

@@ -13,10 +13,9 @@ import dns.rdatatype
 import pytest
 from dnslib import QTYPE, RCODE, DNSRecord
 
-from nodes.agent import StubAgent
-from nodes.dnssec import ZoneSigner, verify_rrset
-from nodes.resolver import Discovery, ResolverConfig
-from nodes.wire import (
+from nodes.agent.stub import StubAgent
+from nodes.dns.dnssec import ZoneSigner, verify_rrset
+from nodes.dns.wire import (
     QNAME_INTENT_MAX,
     intent_labels,
     intent_qname,
@@ -25,10 +24,11 @@ from nodes.wire import (
     parse_intent_qname,
     retarget,
 )
-from sim.hierarchy import build_hierarchy
-from sim.memory import MemoryNetwork
+from nodes.resolver.core import Discovery, ResolverConfig
+from sim.build.hierarchy import build_hierarchy
+from sim.build.trust import sign_hierarchy
+from sim.engines.memory import MemoryNetwork
 from sim.scenario import ScenarioError, load_scenario
-from sim.trust import sign_hierarchy
 from topologies.namespace import synthetic
 
 SRC = ("127.0.0.9", 5353)

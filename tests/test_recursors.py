@@ -1,4 +1,4 @@
-"""Stock resolvers in front of a served hierarchy (``sim.recursors``): Unbound, BIND, Knot
+"""Stock resolvers in front of a served hierarchy (``sim.interop.recursors``): Unbound, BIND, Knot
 Resolver, PowerDNS Recursor and dnsdist, each in a fresh network namespace on port 53.
 
 The matrix runs once for the module (all five, plain and DNSSEC variants, ~35 s); each
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sim import recursors
-from sim.recursors import RESOLVERS, ROWS, SPECS, RecursorError, Setup
+from sim.interop import recursors
+from sim.interop.recursors import RESOLVERS, ROWS, SPECS, RecursorError, Setup
 
 pytestmark = [pytest.mark.live, pytest.mark.interop]
 
@@ -222,7 +222,7 @@ def test_validating_resolvers_set_ad(matrix: dict, name: str) -> None:
 def test_pdns_recursor_accepts_the_nsec_at_empty_non_terminals(matrix: dict) -> None:
     """PowerDNS Recursor checks the denials on the way down (it asked DS for ``_tcp.tools.``
     when they had no proof, and logged "Invalid denial": Bogus, SERVFAIL). With the NSEC
-    owned by each NODATA name (RFC 4470 style, nodes.dnssec) the walk validates."""
+    owned by each NODATA name (RFC 4470 style, nodes.dns.dnssec) the walk validates."""
     _installed("pdns-recursor")
     q = _probe(matrix, "pdns-recursor", "qname cold", "dnssec")
     assert q["answer"]["rcode"] == "NOERROR" and q["answer"]["ad"]

@@ -8,13 +8,13 @@ import json
 import pytest
 from cryptography import x509
 
-from nodes.http import ClientConnection, Request
-from nodes.pki import TrustError, canonical, issue, make_ca, serial_hex, verify_chain
-from nodes.registry import AgentDNSRegistry, RegistryServer, TokenStore
-from nodes.registry_client import RegistryAgent, RegistryConfig
-from nodes.resolver import Discovery
+from nodes.registry.client import RegistryAgent, RegistryConfig
+from nodes.registry.http import ClientConnection, Request
+from nodes.registry.pki import TrustError, canonical, issue, make_ca, serial_hex, verify_chain
+from nodes.registry.server import AgentDNSRegistry, RegistryServer, TokenStore
+from nodes.resolver.core import Discovery
 from nodes.scoring import make_scorer
-from sim.registries import REGISTRY_HOST, build_registry, registry_tools, tls_sizes
+from sim.build.registries import REGISTRY_HOST, build_registry, registry_tools, tls_sizes
 from topologies.namespace import synthetic
 
 TOKEN = "Bearer agent_" + "a" * 43
@@ -187,7 +187,7 @@ def test_tls_sizes_come_from_a_real_handshake() -> None:
 def test_tcp_model_packet_patterns() -> None:
     """The TcpModel counts the packet sequences captured on Linux loopback (see
     sim/accounting.py): cold HTTP 6 up / 4 down, TLS 8 / 8, a later kept-alive query 2 / 1."""
-    from nodes.registry_client import HttpStep
+    from nodes.registry.client import HttpStep
     from sim.accounting import TcpModel, http_cost
 
     model = TcpModel()
@@ -213,7 +213,7 @@ def test_keepalive_acks_follow_linux_interactive_mode() -> None:
     """A response after an idle connection is ACKed at once; one answered within the
     delayed-ACK timeout lets the next request carry the ACK; silence past it costs a
     timer ACK (the patterns captured on loopback, RESULTS.md §6)."""
-    from nodes.registry_client import HttpStep
+    from nodes.registry.client import HttpStep
     from sim.accounting import keepalive_acks
 
     def step(sent: float, rtt: float = 0.01) -> HttpStep:

@@ -11,12 +11,12 @@ import json
 import h11
 import pytest
 
-from nodes.http import ClientConnection, Limits, Request, Response
-from nodes.pki import canonical, issue, make_ca
-from nodes.registry import AgentDNSRegistry, RegistryServer, TokenStore
-from nodes.registry_client import ans_registration
+from nodes.registry.client import ans_registration
+from nodes.registry.http import ClientConnection, Limits, Request, Response
+from nodes.registry.pki import canonical, issue, make_ca
+from nodes.registry.server import AgentDNSRegistry, RegistryServer, TokenStore
 from nodes.scoring import make_scorer
-from sim.registries import REGISTRY_HOST, build_registry, registry_tools
+from sim.build.registries import REGISTRY_HOST, build_registry, registry_tools
 from topologies.namespace import synthetic
 
 SEARCH = "/api/v1/discovery/search"
@@ -382,7 +382,7 @@ def test_registry_tools_match_catalogue(ns) -> None:  # the fixtures build what 
 async def _serving(setup, **kwargs):
     """A live registry on its loopback address (an ephemeral port); on exit, waits (a
     while) for its connection handlers to end before closing it."""
-    from sim.engine_live import start_registry
+    from sim.engines.live import start_registry
 
     loop = asyncio.get_running_loop()
     origin = loop.time()

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from analysis import plots, report
+from analysis import report
+from analysis.plots import core as plots
 from analysis.results import kind_of, load_run, load_sweep, per_phase
-from sim.runner import run_scenario
+from sim.run.runner import run_scenario
 from sim.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +93,7 @@ def phased(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from sim.sweep import run_sweep
+    from sim.run.sweep import run_sweep
 
     out = tmp_path_factory.mktemp("sweep")
     run_sweep(Scenario.model_validate(TINY_SWEEP), out, workers=1,
@@ -232,7 +233,7 @@ def test_sweep_report_has_grid_table_and_a_figure_per_axis(sweep: Path,
 
 
 def test_sweep_figure_lines_per_scheme_and_other_axis(sweep: Path) -> None:
-    from analysis.sweep_plots import sweep_figure
+    from analysis.plots.sweep import sweep_figure
 
     sw = load_sweep(sweep)
     fig = sweep_figure(sw.table, "namespace.depth", sw.grid, title="t")
@@ -246,7 +247,7 @@ def test_sweep_figure_lines_per_scheme_and_other_axis(sweep: Path) -> None:
 
 def test_eval_report(tmp_path: Path) -> None:
     from sim.evalspec import EvalScenario
-    from sim.evaluate import run_eval
+    from sim.retrieval.evaluator import run_eval
 
     spec = EvalScenario.model_validate({
         "name": "tiny-eval", "seed": 3,
@@ -269,7 +270,7 @@ def test_eval_report(tmp_path: Path) -> None:
 def test_subcommand_parser_and_run(phased: Path, tmp_path: Path,
                                    monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from sim.cli import build_parser
+    from sim.cli.main import build_parser
 
     parser = build_parser()  # `tooldns report` as registered
     calls = []
@@ -294,7 +295,9 @@ def test_python_m_entry_points(phased: Path, tmp_path: Path,
                          cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "r" / "report.html").exists() and "report.md" in out.stdout
-    from analysis import faults, results, sweep_plots
+    from analysis import results
+    from analysis.plots import faults
+    from analysis.plots import sweep as sweep_plots
 
     assert plots.main([str(phased), "--out", str(tmp_path / "p")]) == 0
     assert sorted(p.name for p in (tmp_path / "p").iterdir()) == sorted(plots.STANDARD)

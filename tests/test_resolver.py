@@ -7,10 +7,17 @@ from collections import Counter
 import pytest
 from dnslib import EDNS0, QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
-from nodes.resolver import Discovery, Outgoing, RecursiveResolver, ResolverConfig
-from nodes.wire import DEFAULT_OPTION_CODE, Intent, cursor_name, is_subdomain, normalise, opt_record
-from sim.hierarchy import Hierarchy, build_hierarchy
-from sim.memory import MemoryNetwork
+from nodes.dns.wire import (
+    DEFAULT_OPTION_CODE,
+    Intent,
+    cursor_name,
+    is_subdomain,
+    normalise,
+    opt_record,
+)
+from nodes.resolver.core import Discovery, Outgoing, RecursiveResolver, ResolverConfig
+from sim.build.hierarchy import Hierarchy, build_hierarchy
+from sim.engines.memory import MemoryNetwork
 from topologies.namespace import Namespace, Query, Tool, synthetic
 
 CLIENT = ("127.0.0.7", 33333)

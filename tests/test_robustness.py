@@ -15,13 +15,13 @@ import time
 import pytest
 from dnslib import NS, QTYPE, RR, A, DNSHeader, DNSQuestion, DNSRecord
 
-from nodes.agent import StubAgent
-from nodes.cache import Entry, Store, footprint
-from nodes.resolver import Discovery, RecursiveResolver, ResolverConfig
-from nodes.wire import DEFAULT_OPTION_CODE, Intent, cursor_name, opt_record
-from sim.hierarchy import build_hierarchy
-from sim.live import LiveHierarchy, NodeEndpoint, ServerEndpoint, TcpLimits
-from sim.memory import MemoryNetwork
+from nodes.agent.stub import StubAgent
+from nodes.dns.cache import Entry, Store, footprint
+from nodes.dns.wire import DEFAULT_OPTION_CODE, Intent, cursor_name, opt_record
+from nodes.resolver.core import Discovery, RecursiveResolver, ResolverConfig
+from sim.build.hierarchy import build_hierarchy
+from sim.engines.memory import MemoryNetwork
+from sim.sockets.endpoints import LiveHierarchy, NodeEndpoint, ServerEndpoint, TcpLimits
 from topologies.namespace import synthetic
 
 PORT = 21000 + os.getpid() % 20000

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import nodes.agent
-import nodes.message
-import nodes.resolver
-from sim.runner import build_namespace, make_plan, run_scenario, scenario_hierarchy
+import nodes.agent.stub
+import nodes.dns.message
+import nodes.resolver.core
+from sim.build.workload import build_jobs
+from sim.run.runner import build_namespace, make_plan, run_scenario, scenario_hierarchy
 from sim.scenario import Scenario
-from sim.workload import build_jobs
 
 BASE = {
     "name": "scale-check", "seed": 4,
@@ -37,7 +37,7 @@ def test_shared_servers_give_what_fresh_ones_give(monkeypatch: pytest.MonkeyPatc
     """Schemes share one hierarchy (reset between them); building it per scheme, as before,
     gives the same records and the same per-node load, counters included."""
     shared = _run(BASE)
-    import sim.runner as runner
+    import sim.run.runner as runner
 
     real = runner.make_plan
 
@@ -65,11 +65,11 @@ def test_fast_codec_gives_dnslibs_results(monkeypatch: pytest.MonkeyPatch) -> No
     """The same run with the resolver's and agents' struct codec switched off (every
     message through dnslib, as before it existed) gives identical records and load."""
     fast = _run(BASE)
-    monkeypatch.setattr(nodes.resolver, "parse_response", lambda wire: None)
-    monkeypatch.setattr(nodes.agent, "parse_response", lambda wire: None)
-    monkeypatch.setattr(nodes.resolver, "encode_query", lambda *a, **k: None)
-    monkeypatch.setattr(nodes.agent, "encode_query", lambda *a, **k: None)
-    monkeypatch.setattr(nodes.resolver, "parse_query", lambda wire: None)
+    monkeypatch.setattr(nodes.resolver.core, "parse_response", lambda wire: None)
+    monkeypatch.setattr(nodes.agent.stub, "parse_response", lambda wire: None)
+    monkeypatch.setattr(nodes.resolver.core, "encode_query", lambda *a, **k: None)
+    monkeypatch.setattr(nodes.agent.stub, "encode_query", lambda *a, **k: None)
+    monkeypatch.setattr(nodes.resolver.core, "parse_query", lambda wire: None)
     slow = _run(BASE)
     pd.testing.assert_frame_equal(fast[0], slow[0])
     pd.testing.assert_frame_equal(fast[1], slow[1])
@@ -80,7 +80,7 @@ def test_reset_forgets_counters_and_cache() -> None:
     ns = build_namespace(sc)
     jobs = build_jobs(sc, ns, sc.network.agents)
     hierarchy = scenario_hierarchy(sc, ns)
-    from sim.engine_simpy import run_simpy
+    from sim.engines.simpy import run_simpy
 
     plan, _ = make_plan(sc, sc.schemes[0], ns, jobs, hierarchy=hierarchy)
     run_simpy(plan)
@@ -99,8 +99,8 @@ def test_response_memo_gives_fresh_ids() -> None:
     r.add_question(DNSQuestion("a.tools.", QTYPE.A))
     r.add_answer(RR("a.tools.", QTYPE.A, ttl=5, rdata=A("127.0.0.1")))
     wire = bytes(r.pack())
-    one = nodes.message.parse_response(wire)
-    two = nodes.message.parse_response(b"\x12\x34" + wire[2:])
+    one = nodes.dns.message.parse_response(wire)
+    two = nodes.dns.message.parse_response(b"\x12\x34" + wire[2:])
     assert one is not None and two is not None
     assert (one.header.id, two.header.id) == (1, 0x1234)
     assert two.wire[:2] == b"\x12\x34" and str(two.rr[0].rdata) == "127.0.0.1"

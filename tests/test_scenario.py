@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from sim import cli
+from sim.cli import main as cli
 from sim.scenario import (
     NamespaceSpec,
     Scenario,
@@ -146,7 +146,7 @@ def test_cli_entry_point_exit_code_and_message(tmp_path: Path) -> None:
     """The real command line (a fresh interpreter), once."""
     path = _write(tmp_path, "name: x\nnamespace: {branchng: 3}\n")
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(path), "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "sim.cli.main", "run", str(path), "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     printed = _flat(proc.stdout + proc.stderr)

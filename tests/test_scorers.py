@@ -22,7 +22,7 @@ from nodes.scoring import (
     parse_ranking,
     top_k,
 )
-from sim.evaluate import openai_transport
+from sim.retrieval.evaluator import openai_transport
 
 TEXTS = [
     "Stock quotes and historical share prices for listed companies",
@@ -157,7 +157,7 @@ def test_registry_names() -> None:
 
 
 def test_disk_cached_encoder_persists_vectors_by_digest(tmp_path) -> None:
-    from sim.evaluate import disk_cached_encoder, save_encoder_cache
+    from sim.retrieval.evaluator import disk_cached_encoder, save_encoder_cache
 
     enc = bag_encoder()
     first = disk_cached_encoder(tmp_path, enc, model="toy")

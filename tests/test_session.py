@@ -1,4 +1,4 @@
-"""The agent session layer (nodes.session): tool cache, loop guard, RBAC, fallbacks, token
+"""The agent session layer (nodes.agent.session): tool cache, loop guard, RBAC, fallbacks, token
 counts, and sessions in scenario runs on the simulation and live engines."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nodes.resolver import Endpoint
-from nodes.session import (
+from nodes.agent.session import (
     META_TOOL,
     META_TOOL_TOKENS,
     IterationGuard,
@@ -22,7 +21,8 @@ from nodes.session import (
     static_tokens,
     tool_tokens,
 )
-from sim.runner import build_namespace, run_scenario
+from nodes.resolver.core import Endpoint
+from sim.run.runner import build_namespace, run_scenario
 from sim.scenario import Scenario, ScenarioError, load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"

@@ -1,4 +1,4 @@
-"""One simpy run sharded over Ray workers (sim.shards) against the same run in one process."""
+"""One simpy run sharded over Ray workers (sim.engines.shards) against the same run in one process."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from engine_cases import SAME, first_plan, small
 
-import sim.shards as shards
-from sim.cli import _with_shards, main
+import sim.engines.shards as shards
+from sim.cli.main import _with_shards, main
 from sim.provenance import deterministic_summary
-from sim.runner import run_scenario
+from sim.run.runner import run_scenario
 from sim.scenario import Scenario, ScenarioError, load_scenario, resolved_yaml
 
 # six resolvers with one agent each (closed loop: a resolver's queries come in one order

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from sim import cli
+from sim.cli import main as cli
 from sim.provenance import deterministic_summary
+from sim.run.sweep import expand_grid, run_sweep, sweep_points
 from sim.scenario import Scenario, ScenarioError, load_scenario
-from sim.sweep import expand_grid, run_sweep, sweep_points
 
 ROOT = Path(__file__).resolve().parents[1]
 

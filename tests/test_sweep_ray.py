@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from sim.cli import build_parser
+from sim.cli.main import build_parser
 from sim.provenance import deterministic_summary
+from sim.run.sweep import run_sweep
 from sim.scenario import load_scenario
-from sim.sweep import run_sweep
 
 EIGHT = """\
 name: eight-points

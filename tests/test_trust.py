@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from nodes.resolver import Discovery, ResolverConfig
+from nodes.dns.wire import is_subdomain
+from nodes.resolver.core import Discovery, ResolverConfig
 from nodes.trust import TrustPolicy
-from nodes.wire import is_subdomain
-from sim.hierarchy import build_hierarchy
-from sim.memory import MemoryNetwork
-from sim.runner import run_scenario
+from sim.build.hierarchy import build_hierarchy
+from sim.build.trust import trust_policy
+from sim.engines.memory import MemoryNetwork
+from sim.run.runner import run_scenario
 from sim.scenario import Scenario, ScenarioError, TrustSpec
-from sim.trust import trust_policy
 from topologies.namespace import inject_rogue, synthetic
 
 

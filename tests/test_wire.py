@@ -1,4 +1,4 @@
-"""The ToolDNS intent option codec and the name helpers (nodes/wire.py)."""
+"""The ToolDNS intent option codec and the name helpers (nodes/dns/wire.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dnslib import EDNS0, QTYPE, DNSRecord, EDNSOption
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodes.wire import (
+from nodes.dns.wire import (
     DEFAULT_OPTION_CODE,
     Intent,
     IntentError,

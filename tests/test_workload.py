@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.runner import build_namespace, run_scenario, start_zone
+from sim.build.workload import build_jobs, generated_queries
+from sim.run.runner import build_namespace, run_scenario, start_zone
 from sim.scenario import Scenario, ScenarioError
-from sim.workload import build_jobs, generated_queries
 
 
 def _sc(**workload: object) -> Scenario:

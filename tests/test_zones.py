@@ -2,12 +2,12 @@
 
 * Without sockets: the master-file writer (TXT escaping, 255-byte strings, invalid names),
   ``AuthoritativeServer.transfer`` (split into messages, ACL, NOTAUTH, IXFR, UDP NOTIMP)
-  and ``sim.export`` (files, configuration fragments, the subcommand).
+  and ``sim.interop.export`` (files, configuration fragments, the subcommand).
 * Zone checkers: every exported zone of a synthetic hierarchy (and of a slice of the real
   catalogue when ``../shared/data/tools`` is there) passes ``named-checkzone``,
   ``nsd-checkzone`` and ``kzonecheck``; the fragments pass ``named-checkconf -z``,
   ``nsd-checkconf`` and ``knotc conf-check``.
-* Live: a ToolDNS hierarchy on real sockets (``sim.live.LiveHierarchy``); NSD and Knot
+* Live: a ToolDNS hierarchy on real sockets (``sim.sockets.endpoints.LiveHierarchy``); NSD and Knot
   load the exported files (one instance per tree level, so a parent refers to its
   children as a ToolDNS server does) and give the same answers to standard questions;
   ``dig``, ``kdig``, ``drill`` and dnspython transfer zones by AXFR (one zone needs two
@@ -46,9 +46,8 @@ import dns.rrset
 import dns.zone
 import pytest
 
-from nodes.authoritative import AuthoritativeServer, networks, zone_records
-from nodes.zone import Delegation, ServerRef, ToolRecord, ZoneData
-from nodes.zonefile import (
+from nodes.authoritative.server import AuthoritativeServer, networks, zone_records
+from nodes.authoritative.zonefile import (
     ZoneFileError,
     check_zone,
     master_file,
@@ -56,8 +55,9 @@ from nodes.zonefile import (
     oversized,
     txt_text,
 )
-from sim.export import export_zones, knot_conf, nsd_conf, zone_file_name
-from sim.hierarchy import build_hierarchy
+from nodes.dns.zone import Delegation, ServerRef, ToolRecord, ZoneData
+from sim.build.hierarchy import build_hierarchy
+from sim.interop.export import export_zones, knot_conf, nsd_conf, zone_file_name
 from topologies.namespace import from_catalog, synthetic
 
 CI = bool(os.environ.get("CI"))
@@ -386,7 +386,8 @@ def test_ixfr_full_fallback_or_current_soa() -> None:
 
 
 def test_export_files_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from sim import cli, export
+    from sim.cli import main as cli
+    from sim.interop import export
 
     args = cli.build_parser().parse_args(["export-zones", str(tmp_path / "out"), "--tools", "40",
                               "--branching", "2", "--depth", "1", "--seed", "2", "--orgs", "0",
@@ -559,7 +560,7 @@ def _wait_for(address: str, port: int, zone: str, daemon: Daemon, what: str,
 @pytest.fixture(scope="module")
 def live(hierarchy) -> Iterator[tuple[object, int]]:
     """The synthetic hierarchy on real sockets (127.77.0.x), in a thread of this process."""
-    from sim.live import LiveHierarchy
+    from sim.sockets.endpoints import LiveHierarchy
 
     port = _free_port([FIRST, "127.77.255.1"])
     served = LiveHierarchy(hierarchy, port=port, resolver_address="127.77.255.1")
@@ -883,8 +884,8 @@ def test_live_axfr_over_udp_and_from_outside_the_acl(hierarchy, live) -> None:
 
 @pytest.mark.live
 def test_live_hierarchy_allow_transfer_replaces_the_acl() -> None:
-    from sim.export import transfer_network
-    from sim.live import LiveHierarchy
+    from sim.interop.export import transfer_network
+    from sim.sockets.endpoints import LiveHierarchy
 
     hierarchy = build_hierarchy(synthetic(n_tools=20, branching=2, depth=1, seed=1, n_orgs=0),
                                 first_address="127.76.0.1")

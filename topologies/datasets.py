@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from nodes.wire import SERVICES
+from nodes.dns.wire import SERVICES
 from topologies.namespace import (
     ROOT,
     TLD,

@@ -9,7 +9,7 @@ Two builders:
     certified organisations get logical subdomains (``hku.weather.tools``) beside public
     branches.
 
-:meth:`Namespace.zone_data` turns the tree into the :class:`nodes.zone.ZoneData` the
+:meth:`Namespace.zone_data` turns the tree into the :class:`nodes.dns.zone.ZoneData` the
 authoritative servers serve, with NS replicas placed by :func:`assign_servers`.
 """
 
@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodes.dns.wire import SERVICES
+from nodes.dns.zone import Delegation, ServerRef, ToolRecord, Ttls, ZoneData
 from nodes.scoring import tokenize
-from nodes.wire import SERVICES
-from nodes.zone import Delegation, ServerRef, ToolRecord, Ttls, ZoneData
 
 ROOT = "."
 TLD = "tools."

@@ -218,7 +218,7 @@ def add_representatives(ns: Namespace, count: int,
     The representatives are the tools nearest the centroids of a k-means (k = ``count``)
     over the embeddings (``encoder``; TF-IDF/LSA when None) of every tool in the zone's
     subtree, as ``name description`` texts; a parent then scores a child by its best
-    representative (:func:`nodes.authoritative.child_index`). Data the parent holds about
+    representative (:func:`nodes.authoritative.server.child_index`). Data the parent holds about
     its child, like the summary. Deterministic per seed; modifies and returns ``ns``."""
     if count < 1:
         return ns
@@ -257,7 +257,7 @@ def add_centroids(ns: Namespace, encoder: Callable[[Sequence[str]], np.ndarray])
     them) of the subtree's tools of that service.
 
     A parent holding its children's centroids routes a query of service *s* by cosine
-    with their *s* centroids (IVF-style; :func:`nodes.authoritative.child_index`). Like a
+    with their *s* centroids (IVF-style; :func:`nodes.authoritative.server.child_index`). Like a
     summary, it is data the child registers with its parent. Modifies and returns ``ns``."""
     ids = sorted(ns.tools)
     vectors = _normalise(np.asarray(encoder(

@@ -1,0 +1,1 @@
+"""Figures from results folders (matplotlib)."""

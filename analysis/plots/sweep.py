@@ -1,0 +1,158 @@
+"""Sweep figures: each summary metric against each grid axis, per scheme.
+
+A sweep's ``sweep.csv`` has one row per (point, scheme) with the grid values and the
+scheme's summary metrics (``analysis.results.load_sweep``). :func:`sweep_figure` draws,
+for one grid axis, a panel per metric with a line per scheme and per combination of the
+other axes' values (colour: scheme; line style and marker: the other axes; averaged over
+the other axes when they have more than ``max_lines`` combinations). Works on any frame
+of that shape, e.g. in a notebook:
+
+    from analysis.results import load_sweep
+    from analysis.plots.sweep import sweep_figure
+    sw = load_sweep("results/sweep-branching-depth")
+    sweep_figure(sw.table, "namespace.depth", sw.grid)
+
+    python3 -m analysis.plots.sweep DIR      # sweep_<axis>.png for every axis, into DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis.plots.core import _save, new_figure, scheme_colors
+
+#: metric column of sweep.csv -> axis label (the columns the sweep's console table shows)
+METRICS: tuple[tuple[str, str], ...] = (
+    ("success", "success"),
+    ("hit_at_k", "hit@K"),
+    ("mean_round_trips", "round trips per query"),
+    ("median_latency_ms", "median latency (ms)"),
+    ("mean_bytes_down", "bytes down per query"),
+    ("mean_tools_examined", "items examined C(q)"),
+)
+STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def short(axis: str) -> str:
+    """``namespace.branching`` -> ``branching`` (legend and tick labels)."""
+    return axis.rsplit(".", 1)[-1]
+
+
+def _positions(values: pd.Series) -> tuple[pd.Series, list, bool]:
+    """x positions of an axis's values: the values if all numeric, else their rank in order
+    of first appearance (grid order); returns positions, tick values, numeric."""
+    levels = list(pd.unique(values))
+    if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+        return values.astype(float), sorted(levels), True
+    index = {v: i for i, v in enumerate(levels)}
+    return values.map(index).astype(float), levels, False
+
+
+def sweep_figure(table: pd.DataFrame, axis: str, grid: dict[str, list] | Sequence[str],
+                 metrics: Sequence[tuple[str, str]] = METRICS, title: str | None = None,
+                 max_lines: int = 6) -> Figure:
+    """Panels of ``metrics`` against grid ``axis``: a line per scheme and combination of
+    the other grid axes (their mean when there are more than ``max_lines`` combinations)."""
+    others = [a for a in grid if a != axis and a in table.columns]
+    metrics = [(m, label) for m, label in metrics if m in table.columns]
+    ncols = min(3, max(1, len(metrics)))
+    nrows = max(1, -(-len(metrics) // ncols))
+    fig, axes = new_figure((4.0 * ncols + 2.2, 3.1 * nrows), nrows, ncols, squeeze=False)
+    colors = scheme_colors(table.scheme) if "scheme" in table else {}
+    combos = table[others].drop_duplicates() if others else pd.DataFrame(index=[0])
+    averaged = len(combos) > max_lines
+    x, ticks, numeric = _positions(table[axis])
+    data = table.assign(_x=x)
+    handles: dict[str, object] = {}
+    for k, (metric, label) in enumerate(metrics):
+        ax = axes[k // ncols][k % ncols]
+        for scheme in colors:
+            rows = data[data.scheme == scheme]
+            if averaged or not others:
+                parts = [("", rows)]
+            else:
+                parts = [(", ".join(f"{short(a)}={v}" for a, v in zip(others, key, strict=True)),
+                          g) for key, g in rows.groupby(others, sort=False)]
+            for j, (what, g) in enumerate(parts):
+                line = g.groupby("_x", sort=True)[metric].mean()
+                name = f"{scheme}, {what}" if what else scheme
+                (h,) = ax.plot(line.index, line.to_numpy(dtype=float), color=colors[scheme],
+                               ls=STYLES[j % len(STYLES)], marker=MARKERS[j % len(MARKERS)],
+                               ms=4, label=name)
+                handles.setdefault(name, h)
+        ax.set_ylabel(label, fontsize=8)
+        ax.set_xlabel(short(axis), fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+        if numeric:
+            ax.set_xticks(np.asarray(ticks, dtype=float), [f"{t:g}" for t in ticks])
+        else:
+            ax.set_xticks(np.arange(len(ticks)), [str(t) for t in ticks], rotation=20,
+                          ha="right")
+    for k in range(len(metrics), nrows * ncols):  # unused panels
+        axes[k // ncols][k % ncols].set_visible(False)
+    heading = f"metrics against {axis}"
+    if averaged:
+        heading += f" (mean over {', '.join(short(a) for a in others)})"
+    fig.suptitle(f"{heading}\n{title}" if title else heading, fontsize=10)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="center left",
+                   bbox_to_anchor=(1.0, 0.5), fontsize=7, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def file_name(axis: str) -> str:
+    return "sweep_" + re.sub(r"[^A-Za-z0-9_-]+", "-", axis) + ".png"
+
+
+def figures(table: pd.DataFrame, grid: dict[str, list] | Sequence[str],
+            title: str | None = None) -> dict[str, Figure]:
+    """One figure per grid axis, by file name (not written)."""
+    return {file_name(axis): sweep_figure(table, axis, grid, title=title)
+            for axis in grid if axis in table.columns and len(table)}
+
+
+def plot_sweep(table: pd.DataFrame, grid: dict[str, list] | Sequence[str], out: Path,
+               title: str | None = None) -> list[Path]:
+    """Write ``sweep_<axis>.png`` for every grid axis into ``out``; returns the paths."""
+    written = []
+    for name, fig in figures(table, grid, title).items():
+        _save(fig, out / name)
+        written.append(out / name)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    from analysis.plots.core import sweep_title
+    from analysis.results import load_sweep
+
+    p = argparse.ArgumentParser(prog="python3 -m analysis.plots.sweep",
+                                description="Write sweep_<axis>.png (every metric against "
+                                            "each grid axis, per scheme) for a sweep folder.")
+    p.add_argument("dir", metavar="DIR", type=Path, help="sweep folder (tooldns sweep)")
+    p.add_argument("--out", type=Path, help="write the figures here (default: DIR)")
+    args = p.parse_args(argv)
+    try:
+        sweep = load_sweep(args.dir)
+    except FileNotFoundError as exc:
+        print(f"analysis.plots.sweep: {exc}", file=sys.stderr)
+        return 2
+    out = args.out or args.dir
+    out.mkdir(parents=True, exist_ok=True)
+    for path in plot_sweep(sweep.table, sweep.grid, out, sweep_title(sweep.meta)):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,3 @@
+"""DNS nouns shared by every role: wire options and names, codec, messages, zones, DNSSEC,
+caches.
+"""

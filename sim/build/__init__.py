@@ -1,0 +1,3 @@
+"""Scenario -> run plan: namespace, network, hierarchy, registries, workload, faults, churn,
+trust.
+"""

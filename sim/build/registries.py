@@ -1,0 +1,189 @@
+"""Instantiate the HTTP registry baselines for a run, and their TLS set-up.
+
+* :func:`registry_tools` lists a namespace's tools as the registries publish them
+  (:func:`registry_ids` maps what the registries return back to tool ids).
+* :class:`RegistrySetup` holds one run's PKI (CA, registry certificate; deterministic per
+  seed), the registry node, the TLS contexts the live engine uses and the credentials of
+  the run's agents: an AgentDNS token the registry issued them (``token``; the run's
+  agents are enrolled before anything is measured) and, for ANS registration, provider
+  certificates from the run CA (:meth:`RegistrySetup.provider`).
+* :func:`tls_sizes` measures the byte sizes of a real TLS 1.3 handshake and record
+  overhead with those very contexts, in memory (``ssl.MemoryBIO``), so the simulation's
+  TCP/TLS accounting comes from real encoded messages too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import ssl
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from operator import attrgetter
+from pathlib import Path
+
+from nodes.registry.http import Limits
+from nodes.registry.pki import Identity, issue, make_ca
+from nodes.registry.server import (
+    AgentDNSRegistry,
+    ANSRegistry,
+    RegistryServer,
+    RegistryTool,
+    TokenStore,
+)
+from nodes.scoring import Scorer
+from topologies.namespace import TLD, Namespace
+
+REGISTRY_HOST = "registry.test"  # RFC 6761 reserved name; the certificate's subject
+REGISTRY_ADDRESS = "127.0.80.1"
+REGISTRY_PORT = 8080
+RUN_AGENTS = "agent:testbed/run"  # the principal of the token the run's agents share
+
+
+def registry_tools(ns: Namespace) -> list[RegistryTool]:
+    """Every tool as the registries list it, in id order."""
+    categories: dict[str, str] = {}  # zone -> category, one string per zone
+    out = []
+    for t in sorted(ns.tools.values(), key=attrgetter("id")):
+        category = categories.get(t.zone)
+        if category is None:
+            category = categories[t.zone] = t.zone.removesuffix("." + TLD).rstrip(".")
+        out.append(RegistryTool(t.id, t.name, t.description, t.service, t.org or "public",
+                                category, t.slug, t.address, t.port))
+    return out
+
+
+def registry_ids(ns: Namespace) -> dict[str, str]:
+    """Tool id by every name a registry returns for it (AgentDNS URL, ANS name)."""
+    return {k: t.id for t in registry_tools(ns) for k in (t.agentdns_url, t.ans_name)}
+
+
+@dataclass
+class RegistrySetup:
+    kind: str
+    ca: Identity
+    identity: Identity
+    server: RegistryServer
+    address: str = REGISTRY_ADDRESS
+    port: int = REGISTRY_PORT
+    token: str = ""  # AgentDNS: the bearer token issued to the run's agents ("" for ANS)
+    seed: int = 0
+
+    def provider(self, name: str) -> Identity:
+        """A provider's certificate from the run CA (CN = ``name``): what signs an ANS
+        registration under that provider."""
+        return issue(self.ca, self.seed, name)
+
+    def server_context(self) -> ssl.SSLContext:
+        return _server_context(self.identity.cert_pem, self.identity.key_pem)
+
+    def client_context(self) -> ssl.SSLContext:
+        return _client_context(self.ca.cert_pem)
+
+
+def build_registry(kind: str, ns: Namespace, scorer: Scorer, seed: int,
+                   address: str = REGISTRY_ADDRESS, port: int = REGISTRY_PORT,
+                   ttl: int = 300, tokens: Mapping[str, str] | None = None,
+                   secret: bytes | None = None, limits: Limits | None = None,
+                   max_connections: int = 1024) -> RegistrySetup:
+    """One registry for a run. AgentDNS ``tokens`` (token → ``org:NAME`` / ``agent:NAME``)
+    are the operator's configured ones; ``secret`` keys the tokens the registry issues
+    (None: derived from the seed like the run's PKI, so a simulated run is reproducible;
+    give ``secrets.token_bytes(32)`` to a registry serving anyone else). The run's own
+    agents get one issued token (``RegistrySetup.token``, the length the simulation has
+    always sent). ``limits`` and ``max_connections`` bound each registry connection."""
+    ca = make_ca(seed)
+    identity = issue(ca, seed, REGISTRY_HOST, (address,))
+    tools = registry_tools(ns)
+    token = ""
+    if kind == "agentdns":
+        if secret is None:
+            secret = hashlib.sha256(f"agentdns-token-secret/{seed}".encode()).digest()
+        store = TokenStore(secret, tokens)
+        token = store.issue(RUN_AGENTS)
+        app: AgentDNSRegistry | ANSRegistry = AgentDNSRegistry(tools, scorer, tokens=store)
+    elif kind == "ans":
+        summaries = {z.removesuffix("." + TLD).rstrip("."): n.summary
+                     for z, n in ns.zones.items()}
+        app = ANSRegistry(tools, scorer, identity, ca, summaries, ttl=ttl)
+    else:
+        raise ValueError(f"unknown registry kind {kind!r}")
+    server = RegistryServer(app, name=kind, limits=limits, max_connections=max_connections)
+    return RegistrySetup(kind, ca, identity, server, address, port, token, seed)
+
+
+def _context(server: bool) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+    return ctx
+
+
+def _server_context(cert_pem: str, key_pem: bytes) -> ssl.SSLContext:
+    ctx = _context(server=True)
+    with tempfile.TemporaryDirectory() as tmp:  # load_cert_chain reads files only
+        cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
+        cert.write_text(cert_pem)
+        key.write_bytes(key_pem)
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def _client_context(ca_pem: str) -> ssl.SSLContext:
+    ctx = _context(server=False)
+    ctx.load_verify_locations(cadata=ca_pem)
+    return ctx
+
+
+@dataclass(frozen=True)
+class TlsSizes:
+    """Bytes of each TLS 1.3 flight (full handshake) and per-record overhead."""
+
+    client_hello: int
+    server_flight: int  # ServerHello … server Finished
+    client_finished: int
+    tickets: int  # NewSessionTicket records sent after the handshake
+    record_overhead: int  # header + content type + AEAD tag per application record
+    max_record: int = 16384
+
+    def records(self, payload: int) -> int:
+        """TLS bytes that carry ``payload`` application bytes in one write."""
+        if payload == 0:
+            return 0
+        n = -(-payload // self.max_record)
+        return payload + n * self.record_overhead
+
+
+@functools.cache
+def tls_sizes(cert_pem: str, key_pem: bytes, ca_pem: str,
+              server_hostname: str = REGISTRY_HOST) -> TlsSizes:
+    """Run one real TLS 1.3 handshake between the run's contexts, in memory, and measure
+    (``server_hostname``: the name the client asks for, SNI, as the live client does)."""
+    s_in, s_out, c_in, c_out = (ssl.MemoryBIO() for _ in range(4))
+    server = _server_context(cert_pem, key_pem).wrap_bio(s_in, s_out, server_side=True)
+    client = _client_context(ca_pem).wrap_bio(c_in, c_out, server_side=False,
+                                              server_hostname=server_hostname)
+
+    def handshake(obj: ssl.SSLObject) -> None:
+        with contextlib.suppress(ssl.SSLWantReadError):
+            obj.do_handshake()
+
+    def carry(src: ssl.MemoryBIO, dst: ssl.MemoryBIO) -> int:
+        data = src.read()
+        dst.write(data)
+        return len(data)
+
+    handshake(client)
+    hello = carry(c_out, s_in)
+    handshake(server)
+    flight = carry(s_out, c_in)
+    handshake(client)
+    finished = carry(c_out, s_in)
+    handshake(server)  # completes; OpenSSL then queues the session tickets
+    server.write(b"x")
+    tickets_and_one = carry(s_out, c_in)
+    client.read(1)
+    client.write(b"y" * 100)
+    overhead = carry(c_out, s_in) - 100
+    return TlsSizes(hello, flight, finished, tickets_and_one - (1 + overhead), overhead)

@@ -1,0 +1,58 @@
+"""What every engine receives: :class:`RunPlan`, one scheme of one scenario, fully built.
+
+A plan is one scheme of one scenario, fully instantiated: the server nodes, the resolver
+and agent nodes with their addresses, the network path model and the jobs. Engines only
+move bytes and fire timers; they never decide anything about DNS.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nodes.agent.stub import StubAgent
+from nodes.resolver.core import RecursiveResolver
+from sim.build.hierarchy import Hierarchy
+from sim.build.workload import Job
+
+AGENT_PORT = 40000
+
+
+@dataclass
+class RunPlan:
+    scenario_name: str
+    scheme: str
+    seed: int
+    hierarchy: Hierarchy
+    resolvers: dict[str, RecursiveResolver]  # address -> node
+    agents: dict[str, StubAgent]  # address -> node (RegistryAgent for registry schemes)
+    agent_order: list[str]  # agent index -> address
+    role_of: dict[str, str]  # address -> placement role id
+    path: object  # topologies.network.PathModel
+    jobs: list[Job]
+    requests: dict[int, object]  # job index -> nodes.resolver.core.Discovery
+    warm_services: tuple[str, ...] = ()
+    closed_loop: bool = False
+    server_time: float = 50e-6  # simulated processing per message received (seconds)
+    server_semantic_time: float | None = None  # queries with the intent option (None: as above)
+    resolver_time: float = 20e-6
+    resolver_stub_time: float | None = None  # an agent's query at the resolver (None: as above)
+    agent_time: float = 0.0
+    registry_time: float = 0.0  # modelled search before each registry search answer (seconds)
+    measure: dict[str, list[float]] | None = None  # simpy only: measured cost per node kind
+    dns_port: int = 53
+    engine_options: dict | None = None  # engine-specific settings (scenario engine_options)
+    registry: object | None = None  # sim.build.registries.RegistrySetup for HTTP-registry schemes
+    tcp: object | None = None  # sim.accounting.TcpModel (registry schemes)
+    tls: object | None = None  # sim.build.registries.TlsSizes when the scheme uses TLS
+    dot: object | None = None  # sim.build.hierarchy.DotSetup: the resolvers query over DNS over TLS
+    faults: object | None = None  # sim.build.faults.FaultPlan (scenario faults:), consulted per packet
+    registry_replicas: int = 1  # registry hosts behind one name (sim.build.faults: failover order)
+    shard: int | None = None  # sim.engines.shards: this plan is shard N of a run (own link-delay stream)
+    churn: object | None = None  # sim.build.churn.ChurnSchedule: tools change at workload times
+    # called with the number of discoveries finished so far (progress bars; simpy and live)
+    on_stub: Callable[[int], None] | None = None
+
+    def make_rng(self, salt: str) -> random.Random:
+        return random.Random(f"{self.seed}-{self.scheme}-{salt}")

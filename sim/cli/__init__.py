@@ -1,0 +1,1 @@
+"""The `tooldns` command: one module per subcommand."""

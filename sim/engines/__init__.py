@@ -1,0 +1,3 @@
+"""Engines: each moves bytes and fires timers for a run plan; the catalogue names them and
+their capabilities.
+"""

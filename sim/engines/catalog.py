@@ -1,0 +1,75 @@
+"""The one list of engines: each name, where its code lives and what it can run.
+
+A new engine is one module with a function ``(plan: RunPlan) -> EngineOutput`` plus one
+entry here; nothing else in the project checks an engine's name. Modules are imported lazily so
+that a simulation never loads asyncio, Ray or Mininet code.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from sim.engines.base import Engine
+from sim.scenario import ScenarioError
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """One engine and its capabilities (what the run loop may ask of it)."""
+
+    name: str
+    entry: str  # "module:function", imported on first use: (plan) -> EngineOutput
+    summary: str  # one line for ``--help`` and the docs
+    virtual_time: bool  # simulated clock: the plan uses the real DNS port 53
+    real_sockets: bool  # packets cross real sockets (packet capture is possible)
+    faults: bool  # applies scenario fault schedules per packet
+    dot: bool  # DNS over TLS between resolvers and servers (schemes[].upstream: tls)
+    sessions: bool  # runs the agent session layer (agents.session)
+    churn: bool  # applies tool changes during the run (workload.churn)
+    shards: bool  # can be split over Ray workers (engine_options.shards)
+    progress: bool  # reports finished discoveries as they end (progress bars)
+    user_space_links: bool  # link delay and loss emulated in the socket adapters
+
+    def load(self) -> Engine:
+        module, function = self.entry.split(":")
+        run: Engine = getattr(importlib.import_module(module), function)
+        return run
+
+
+ENGINES: dict[str, EngineInfo] = {
+    e.name: e
+    for e in (
+        EngineInfo("simpy", "sim.engines.simpy:run_simpy", "discrete-event simulation in virtual time",
+                   virtual_time=True, real_sockets=False, faults=True, dot=True,
+                   sessions=True, churn=True, shards=True, progress=True,
+                   user_space_links=False),
+        EngineInfo("live", "sim.engines.live:run_live", "real UDP/TCP sockets on loopback (asyncio)",
+                   virtual_time=False, real_sockets=True, faults=True, dot=True,
+                   sessions=True, churn=True, shards=False, progress=True,
+                   user_space_links=True),
+        EngineInfo("ray", "sim.engines.ray:run_ray", "Ray actors, each serving nodes on real sockets",
+                   virtual_time=False, real_sockets=True, faults=False, dot=False,
+                   sessions=False, churn=False, shards=False, progress=False,
+                   user_space_links=True),
+        EngineInfo("mininet", "sim.engines.mininet:run_mininet",
+                   "Mininet hosts in network namespaces over emulated links",
+                   virtual_time=False, real_sockets=True, faults=False, dot=False,
+                   sessions=False, churn=False, shards=False, progress=False,
+                   user_space_links=False),
+    )
+}
+
+
+def engine_info(name: str) -> EngineInfo:
+    """The catalogue entry of ``name``; a :class:`ScenarioError` naming the choices if none."""
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise ScenarioError(f"engine: unknown engine {name!r} "
+                            f"({' | '.join(ENGINES)})") from None
+
+
+def engines_with(capability: str) -> list[str]:
+    """Names of the engines that have ``capability`` (for error messages)."""
+    return [n for n, e in ENGINES.items() if getattr(e, capability)]

@@ -1,0 +1,312 @@
+"""Mininet engine: the plan's nodes on Mininet hosts joined by the scenario's network graph.
+
+* **Hosts.** One host per graph site that has placed nodes (``engine_options.mininet.hosts:
+  site``, the default) or one per node (``node``). Each host runs a host agent
+  (:mod:`sim.engines.hostagent`, started with the host's ``popen``) serving its nodes with the live
+  engine's adapters; results come back as :class:`sim.engines.nodehost.HostOutput` pieces and are
+  merged into the same :class:`sim.engines.base.EngineOutput` as every engine's.
+* **Addresses.** Nodes keep their 127.x addresses, so every message is byte for byte what
+  the other engines exchange: each host carries its nodes' addresses on its interface, with
+  ``route_localnet`` set and 127.0.0.0/8 routed over the interface (loopback keeps only
+  127.0.0.1). These addresses exist only inside the run's own network namespaces.
+* **Links.** One ``LinuxBridge`` switch per graph node (no controller), switch-to-switch
+  links along the graph's edges (a minimum spanning tree by mean delay, since a bridged
+  network must be loop-free: a cyclic graph loses its longer edges, with a warning), each
+  host on its site's switch. With the kernel's ``netem`` qdisc links are ``TCLink`` with the
+  edge's delay (mean, and std as jitter), loss and bandwidth and the adapters only count
+  packets; without it (this machine) links are plain and the adapters emulate delay and
+  loss in user space from the path model, as on the live engine, with a warning.
+* **Capture.** ``engine_options.mininet.pcap_dir`` runs ``tcpdump`` on every host interface
+  and leaves one pcap per host there.
+
+Needs root, Mininet's Python package (Debian's ``mininet``; it lives in the system Python's
+``dist-packages``, which is found even from another interpreter), ``mnexec`` and
+``brctl``. Everything the run creates is removed when it ends, also after a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import pickle
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from sim.build.runplan import RunPlan
+from sim.engines.base import EngineOutput
+from sim.engines.nodehost import HostOutput, check_supported, merge_outputs, split_plan
+from sim.scenario import MininetSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+DIST_PACKAGES = ("/usr/lib/python3/dist-packages", "/usr/local/lib/python3/dist-packages")
+START_MARGIN = 0.05
+COMMAND_TIMEOUT = 120.0  # seconds for one phase on every host (replay: plus the drain)
+
+
+class NetemWarning(RuntimeWarning):
+    """Link delay and loss fall back to user-space emulation (no netem qdisc)."""
+
+
+def import_mininet() -> Any:
+    """Import ``mininet``; from the system Python's dist-packages if not installed here."""
+    try:
+        import mininet.net
+    except ImportError:
+        for base in DIST_PACKAGES:
+            init = Path(base, "mininet", "__init__.py")
+            if init.exists():
+                spec = importlib.util.spec_from_file_location(
+                    "mininet", init, submodule_search_locations=[str(init.parent)])
+                assert spec is not None and spec.loader is not None
+                module = importlib.util.module_from_spec(spec)
+                sys.modules["mininet"] = module
+                spec.loader.exec_module(module)
+                break
+        import mininet.net
+    import mininet
+
+    return mininet
+
+
+def unavailable() -> str | None:
+    """Why this machine cannot run the engine, or None if it can."""
+    if os.geteuid() != 0:
+        return "the Mininet engine needs root (network namespaces)"
+    for tool in ("mnexec", "brctl", "ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (bash .ci/setup installs mininet, bridge-utils)"
+    try:
+        import_mininet()
+    except ImportError:
+        return "Mininet's Python package is not installed (apt-get install mininet)"
+    return None
+
+
+def has_netem() -> bool:
+    """Whether this kernel offers the netem qdisc (tried on a scratch dummy interface)."""
+    name = f"tdnsnetem{os.getpid() % 100000}"
+    if subprocess.run(["ip", "link", "add", name, "type", "dummy"],
+                      capture_output=True).returncode != 0:
+        return False
+    try:
+        return subprocess.run(["tc", "qdisc", "add", "dev", name, "root", "netem", "delay",
+                               "1ms"], capture_output=True).returncode == 0
+    finally:
+        subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
+# ------------------------------------------------------------------------ layout
+
+
+def host_groups(plan: RunPlan, spec: MininetSpec) -> list[tuple[str, list[str], Any]]:
+    """(host name, node addresses, graph node) per host, in a stable order."""
+    path = plan.path
+    sites: dict[Any, list[str]] = {}
+    everything = [*plan.hierarchy.servers, *plan.resolvers, *plan.agents]
+    for ip in everything:
+        sites.setdefault(path.node_of(plan.role_of[ip]), []).append(ip)  # type: ignore[attr-defined]
+    out = []
+    for site, ips in sorted(sites.items(), key=lambda kv: str(kv[0])):
+        for chunk in ([ips] if spec.hosts == "site" else [[ip] for ip in ips]):
+            out.append((f"h{len(out) + 1}", chunk, site))
+    return out
+
+
+def switch_links(graph: nx.Graph) -> tuple[list[tuple[Any, Any, Any]], int]:
+    """Loop-free switch links: the graph's edges if it is a forest, else a minimum spanning
+    tree by mean link delay; returns (u, v, LinkSpec) triples and the edges dropped."""
+    tree = nx.minimum_spanning_tree(graph, weight=lambda u, v, d: d["link"].delay.mean)
+    edges = sorted(((u, v, d["link"]) for u, v, d in tree.edges(data=True)),
+                   key=lambda e: (str(e[0]), str(e[1])))
+    return edges, graph.number_of_edges() - tree.number_of_edges()
+
+
+def _link_params(link: Any) -> dict[str, Any]:
+    """TCLink parameters (delay, jitter, loss %, bandwidth Mbit/s) of a LinkSpec."""
+    params: dict[str, Any] = {"delay": f"{link.delay.mean * 1000:.3f}ms"}
+    if link.delay.dist in ("normal", "lognormal") and link.delay.std:
+        params["jitter"] = f"{link.delay.std * 1000:.3f}ms"
+    if link.loss:
+        params["loss"] = round(link.loss * 100, 6)
+    if link.bandwidth:
+        params["bw"] = link.bandwidth / 1e6
+    return params
+
+
+# ------------------------------------------------------------------------ running
+
+
+class _Agents:
+    """The host agents' control pipes: one command to all, then one answer from each."""
+
+    def __init__(self, procs: dict[str, subprocess.Popen]) -> None:
+        self.procs = procs
+
+    def call(self, command: str | dict[str, str], timeout: float = COMMAND_TIMEOUT) -> dict:
+        for name, proc in self.procs.items():
+            line = command if isinstance(command, str) else command[name]
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write((line + "\n").encode())
+                proc.stdin.flush()
+            except OSError:  # a broken pipe: the agent is gone
+                raise RuntimeError(f"mininet host {name}: no answer to {command!r} (agent "
+                                   f"exited with status {proc.poll()})") from None
+        answers = {}
+        deadline = time.monotonic() + timeout
+        for name, proc in self.procs.items():
+            assert proc.stdout is not None
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, left))
+            line = proc.stdout.readline() if ready else b""
+            if not line:
+                raise RuntimeError(f"mininet host {name}: no answer to {command!r} "
+                                   f"({'timed out' if not ready else 'agent exited'})")
+            answer = json.loads(line)
+            if "error" in answer:
+                raise RuntimeError(f"mininet host {name}: {answer['error']}")
+            answers[name] = answer["ok"]
+        return answers
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=5)
+
+
+def run_mininet(plan: RunPlan) -> EngineOutput:
+    check_supported(plan, "mininet")
+    options = plan.engine_options or {}
+    spec = options.get("mininet") if isinstance(options, dict) else None
+    spec = spec if isinstance(spec, MininetSpec) else MininetSpec.model_validate(spec or {})
+    reason = unavailable()
+    if reason is not None:
+        raise RuntimeError(f"mininet engine: {reason}")
+    netem = spec.netem == "auto" and has_netem()
+    if not netem:
+        warnings.warn("mininet engine: no netem qdisc on this kernel (or netem: off): links "
+                      "carry no delay or loss; the adapters emulate them in user space from "
+                      "the path model, as on the live engine. A kernel with sch_netem (the "
+                      "Vagrant VM) gives TCLink delays.", NetemWarning, stacklevel=2)
+    groups = host_groups(plan, spec)
+    parts = split_plan(plan, [(name, ips) for name, ips, _ in groups], emulate=not netem)
+    with tempfile.TemporaryDirectory(prefix="tooldns-mininet-") as tmp:
+        return _run(plan, spec, groups, parts, netem, Path(tmp))
+
+
+def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], Any]],
+         parts: list, netem: bool, tmp: Path) -> EngineOutput:
+    import_mininet()
+    from mininet.link import Link, TCLink
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+    from mininet.node import Host
+    from mininet.nodelib import LinuxBridge
+
+    setLogLevel("error")
+    tag = f"mn{os.getpid() % 1000:03d}"  # names of this run: h1 -> mn123h1, s2 -> mn123s2
+    graph = plan.path.graph  # type: ignore[attr-defined]
+    edges, dropped = switch_links(graph)
+    if dropped and netem:
+        warnings.warn(f"mininet engine: the graph has cycles; {dropped} edges were left out "
+                      f"of the bridged network (TCLink delays follow a spanning tree)",
+                      NetemWarning, stacklevel=3)
+    net = Mininet(topo=None, switch=LinuxBridge, controller=None, host=Host,
+                  link=TCLink if netem else Link, build=False, autoSetMacs=True,
+                  waitConnected=False)
+    agents = _Agents({})
+    pcaps: list[subprocess.Popen] = []
+    try:
+        switch = {}
+        for i, node in enumerate(sorted(graph.nodes, key=str)):
+            switch[node] = net.addSwitch(f"{tag}s{i + 1}")
+        for u, v, link in edges:
+            params = _link_params(link) if netem else {}
+            net.addLink(switch[u], switch[v], **params)
+        hosts = {}
+        for name, _, site in groups:
+            hosts[name] = net.addHost(f"{tag}{name}", ip=None)
+            net.addLink(hosts[name], switch[site])
+        net.build()
+        net.start()
+        for (name, ips, _), part in zip(groups, parts, strict=True):
+            host = hosts[name]
+            intf = host.defaultIntf().name
+            script = [f"ip link set {intf} up", "ip link set lo up",
+                      "ip addr flush dev lo", "ip addr add 127.0.0.1/32 dev lo",
+                      "sysctl -qw net.ipv4.conf.all.route_localnet=1",
+                      f"sysctl -qw net.ipv4.conf.{intf}.route_localnet=1",
+                      *(f"ip addr add {ip}/32 dev {intf}" for ip in ips),
+                      f"ip route replace 127.0.0.0/8 dev {intf}"]
+            host.cmd(" && ".join(script))
+            got = host.cmd(f"ip -o -4 addr show dev {intf}")
+            missing = [ip for ip in ips if f" {ip}/32" not in got]
+            if missing:
+                raise RuntimeError(f"mininet host {name}: could not add {missing[:3]}")
+            (tmp / f"{name}.part").write_bytes(pickle.dumps(part))
+            if spec.pcap_dir:
+                Path(spec.pcap_dir).mkdir(parents=True, exist_ok=True)
+                pcaps.append(host.popen(
+                    ["tcpdump", "-i", intf, "-U", "--immediate-mode", "-n", "-w",
+                     str(Path(spec.pcap_dir) / f"{name}.pcap"), "udp or tcp"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        if pcaps:
+            time.sleep(0.5)  # tcpdump needs a moment before it captures
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        for name, _, _ in groups:
+            err = open(tmp / f"{name}.err", "wb")  # noqa: SIM115 (closed with the process)
+            agents.procs[name] = hosts[name].popen(
+                [sys.executable, "-m", "sim.engines.hostagent", str(tmp / f"{name}.part")],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=str(ROOT),
+                env=env)
+        try:
+            agents.call("start")
+            origin = time.time()
+            agents.call(f"origin {origin!r}")
+            agents.call("warm")
+            last = max((j.at or 0.0 for j in plan.jobs), default=0.0)
+            agents.call(f"replay {time.time() + START_MARGIN!r}",
+                        timeout=COMMAND_TIMEOUT + last + 30.0)
+            agents.call({name: f"finish {tmp / (name + '.out')}" for name, _, _ in groups})
+        except RuntimeError as exc:
+            tails = {name: (tmp / f"{name}.err").read_text(errors="replace")[-2000:]
+                     for name, _, _ in groups}
+            detail = "; ".join(f"{n}: {t.strip()}" for n, t in tails.items() if t.strip())
+            raise RuntimeError(f"{exc}{' — stderr: ' + detail if detail else ''}") from None
+        pieces: list[HostOutput] = [pickle.loads((tmp / f"{name}.out").read_bytes())
+                                    for name, _, _ in groups]
+    finally:
+        agents.stop()
+        if pcaps:
+            time.sleep(0.2)  # the last packets reach tcpdump's file before it is stopped
+        for proc in pcaps:
+            proc.terminate()
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=5)
+        _stop(net, tag)
+    return merge_outputs(plan, pieces, origin)
+
+
+def _stop(net: Any, tag: str) -> None:
+    """``net.stop()``, then remove any interface or bridge of this run still left."""
+    with contextlib.suppress(Exception):
+        net.stop()
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    for line in links.splitlines():
+        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
+        if name.startswith(tag):
+            subprocess.run(["ip", "link", "del", name], capture_output=True)

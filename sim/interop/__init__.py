@@ -1,0 +1,1 @@
+"""Real software in the loop: stock recursive resolvers, zone export and AXFR."""

@@ -1,0 +1,206 @@
+"""``tooldns export-zones``: a hierarchy's zones as master files plus NSD, Knot and BIND
+configuration that loads them.
+
+:func:`export_zones` writes, atomically (``analysis.files.Staging``: all files appear
+together or none), one ``<zone>.zone`` per zone (the root as ``root.zone``; text from
+``nodes.authoritative.zonefile``) and three configuration fragments serving them as primary zones:
+``nsd.conf``, ``knot.conf`` and ``named.conf``, each opening with a comment on how to use
+it. :func:`add_arguments` and :func:`run` are the subcommand; ``sim/cli/main.py`` registers them
+(and takes :func:`transfer_network`, the type of ``tooldns serve --allow-transfer``).
+Heavy modules are imported inside :func:`run` so the CLI's ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sim.build.hierarchy import Hierarchy
+
+CONFIGS = ("nsd.conf", "knot.conf", "named.conf")
+
+_NOTE = ("Zones exported by `tooldns export-zones` from a ToolDNS hierarchy: the static records "
+         "its servers answer to standard questions (intent answers are computed per query "
+         "and are not in the files; see each zone file's header). Zone files are named by "
+         "absolute path: export again, or edit the paths, if the folder moves.")
+
+
+@dataclass
+class Export:
+    """What :func:`export_zones` wrote: file names (in ``out``), zones and records."""
+
+    out: Path
+    files: list[str] = field(default_factory=list)
+    zones: list[str] = field(default_factory=list)
+    records: int = 0
+    #: "zone Z: the SRV RRset at … needs at least N bytes, …" (``nodes.authoritative.zonefile.oversized``)
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"wrote {len(self.files)} files to {self.out}/: {len(self.zones)} zones, "
+                f"{self.records} records; {', '.join(CONFIGS)} load them")
+
+
+def zone_file_name(zone: str) -> str:
+    """``tools.`` → ``tools.zone``; the root → ``root.zone``."""
+    return (zone.rstrip(".") or "root") + ".zone"
+
+
+def export_zones(hierarchy: Hierarchy, out_dir: str | Path, source: str = "") -> Export:
+    """Write every zone of ``hierarchy`` and the three configurations into ``out_dir``
+    (created if missing; files of the same names are replaced, others left alone).
+
+    Raises ``nodes.authoritative.zonefile.ZoneFileError`` (a bad name: nothing is written) or
+    ``analysis.files.OutputError`` (the folder cannot be written).
+    """
+    from analysis.files import Staging
+    from nodes.authoritative.zonefile import check_zone, master_file, oversized
+
+    out = Path(out_dir)
+    result = Export(out)
+    texts: dict[str, str] = {}
+    too_big: list[str] = []  # zones BIND will not load (an RRset over 64 KiB of RDATA)
+    for address, server in hierarchy.servers.items():  # the first replica of each zone
+        zone = hierarchy.zone_of[address]
+        if zone in texts:
+            continue
+        data = server.zone_data(zone)
+        check_zone(data)  # before its records are encoded (a bad name would break that)
+        records = server.zone_records(zone)
+        warnings = oversized(records)
+        if any(w.bind_refuses for w in warnings):
+            too_big.append(zone)
+        result.warnings += [f"zone {zone}: {w}" for w in warnings]
+        texts[zone] = master_file(data, source, records, warnings)
+        result.zones.append(zone)
+        result.records += len(records)
+    where = out.resolve()
+    configs = {"nsd.conf": nsd_conf(result.zones, where), "knot.conf": knot_conf(
+        result.zones, where), "named.conf": named_conf(result.zones, where, too_big)}
+    with Staging(out) as staging:
+        for zone, text in texts.items():
+            staging.write(zone_file_name(zone), _writer(text))
+        for name, text in configs.items():
+            staging.write(name, _writer(text))
+        # configurations last: they never name a zone file not yet in place
+        result.files = staging.commit(last=CONFIGS)
+    return result
+
+
+def _writer(text: str) -> Callable[[str], None]:
+    def write(path: str) -> None:
+        Path(path).write_text(text, encoding="ascii")
+    return write
+
+
+def _comment(prefix: str, lines: list[str]) -> str:
+    import textwrap
+
+    wrapped = [w for line in lines
+               for w in (textwrap.wrap(line, 86, break_on_hyphens=False) or [""])]
+    return "\n".join(f"{prefix} {w}".rstrip() for w in wrapped) + "\n"
+
+
+def nsd_conf(zones: list[str], where: Path) -> str:
+    """NSD ``zone:`` clauses for the exported files (primary zones)."""
+    head = _comment("#", [
+        "NSD configuration fragment: " + _NOTE, "",
+        f'Use: add `include: "{where}/nsd.conf"` to nsd.conf (its server: clause, '
+        "addresses and port stay yours), then `nsd-checkconf` and `nsd-control reconfig` "
+        "(or restart NSD). NSD serves every zone on every address it listens on; ToolDNS "
+        "gives each zone its own server, so a parent answering for a child here answers "
+        "from the child's zone instead of referring."])
+    body = "".join(f'\nzone:\n\tname: "{z}"\n\tzonefile: "{where / zone_file_name(z)}"\n'
+                   for z in zones)
+    return head + body
+
+
+def knot_conf(zones: list[str], where: Path) -> str:
+    """Knot DNS ``zone:`` entries for the exported files (primary zones, never rewritten)."""
+    head = _comment("#", [
+        "Knot DNS configuration fragment: " + _NOTE, "",
+        f"Use: add `include: {where}/knot.conf` to knot.conf (server:, database: and "
+        "template: stay yours; the file holds the zone: section, which must not appear "
+        "elsewhere), then `knotc conf-check` and `knotc reload`. The files are loaded "
+        "whole and never written back (zonefile-sync: -1, journal-content: none)."])
+    body = "\nzone:\n" + "".join(
+        f'  - domain: "{z}"\n    file: "{where / zone_file_name(z)}"\n'
+        "    zonefile-load: whole\n    zonefile-sync: -1\n    journal-content: none\n"
+        for z in zones)
+    return head + body
+
+
+def named_conf(zones: list[str], where: Path, too_big: Sequence[str] = ()) -> str:
+    """BIND 9 ``zone`` statements for the exported files (primary zones); ``too_big``:
+    zones with an RRset BIND refuses to load (``nodes.authoritative.zonefile.Oversized``)."""
+    lines = [
+        "BIND 9 configuration fragment: " + _NOTE, "",
+        f'Use: add `include "{where}/named.conf";` to named.conf (options stay yours), '
+        "then `named-checkconf -z` and `rndc reconfig`. (`named-checkzone` run on a file "
+        "alone looks the delegations' name servers up with the system resolver unless "
+        "given `-i local`: the glue in the file is what matters.)"]
+    if too_big:
+        lines += ["", f"BIND will not load {', '.join(too_big)}: an RRset there holds more "
+                  "than 64 KiB of data (see the WARNING in the zone file); named serves the "
+                  "other zones and logs the failure."]
+    head = _comment("//", lines)
+    body = "".join(f'\nzone "{z}" {{\n\ttype primary;\n\tfile "{where / zone_file_name(z)}";'
+                   f"\n}};\n" for z in zones)
+    return head + body
+
+
+# ---------------------------------------------------------------------- command line
+
+
+HELP = "write the hierarchy's zones as master files plus nsd.conf, knot.conf and named.conf"
+DESCRIPTION = (
+    "Write every zone of the hierarchy `tooldns serve` would run with the same options as an "
+    "RFC 1035 master file (DIR/<zone>.zone, the root as root.zone) and configuration "
+    "fragments for NSD, Knot and BIND serving them as primary zones. Only static records are "
+    "exported (intent answers are per query, whether the intent rides in the option or in "
+    "the name: a static server answers NXDOMAIN where ToolDNS has the empty non-terminals "
+    "above intent names, e.g. _mcp._tcp.<zone>). The scorer does not change the records.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``tooldns export-zones DIR`` (serve's namespace options)."""
+    from sim.cli.main import _add_namespace_args
+
+    p.add_argument("dir", metavar="DIR", help="output folder (created if missing)")
+    _add_namespace_args(p)
+
+
+def transfer_network(text: str) -> str:
+    """The argparse type of ``tooldns serve --allow-transfer``: a network or an address."""
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a network or address: {text!r} (e.g. 10.0.0.0/8, 127.0.0.1, ::1)") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the hierarchy, export it, print one line; 0 done, 1 failed."""
+    from analysis.files import OutputError
+    from nodes.authoritative.zonefile import ZoneFileError
+    from sim.build.hierarchy import build_hierarchy
+    from sim.cli.main import _namespace
+
+    ns = _namespace(args)
+    hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer)
+    try:
+        result = export_zones(hierarchy, args.dir, source=f"namespace {ns.origin}")
+    except (ZoneFileError, OutputError) as exc:
+        print(f"tooldns export-zones: error: {exc}", file=sys.stderr)
+        return 1
+    for warning in result.warnings:
+        print(f"tooldns export-zones: warning: {warning}", file=sys.stderr)
+    print(result.summary())
+    return 0

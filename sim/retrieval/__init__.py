@@ -1,0 +1,1 @@
+"""`tooldns eval`: retrieval quality of ToolDNS routing against flat and published baselines."""
