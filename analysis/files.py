@@ -31,6 +31,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 #: what a failed write says, by errno (anything else: the OS's own words)
@@ -149,7 +150,7 @@ def _finish(tmp: str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, write: Callable[[str], None]) -> None:
+def atomic_write(path: Path, write: Callable[[str], object]) -> None:
     """Call ``write(tmp_path)`` and move the result to ``path`` in one rename.
 
     The temporary file sits beside ``path`` and is removed on any failure (also an
@@ -180,7 +181,7 @@ def deferred_signals() -> Iterator[None]:
         yield
         return
     caught: list[int] = []
-    old = {}
+    old: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         handler = signal.getsignal(sig)
         if handler in (signal.SIG_IGN, None):
@@ -190,14 +191,14 @@ def deferred_signals() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-        for sig in caught:
-            handler = old[sig]
+        for num, handler in old.items():
+            signal.signal(num, handler)
+        for num in caught:
+            handler = old[num]
             if callable(handler):
-                handler(sig, None)
+                handler(num, None)
             else:  # SIG_DFL: let the OS act as it would have
-                os.kill(os.getpid(), sig)
+                os.kill(os.getpid(), num)
 
 
 class Staging:
@@ -235,7 +236,7 @@ class Staging:
             with contextlib.suppress(OSError):
                 self.out.rmdir()
 
-    def write(self, name: str, write: Callable[[str], None]) -> None:
+    def write(self, name: str, write: Callable[[str], object]) -> None:
         atomic_write(self.dir / name, write)
 
     def names(self) -> list[str]:
@@ -262,7 +263,7 @@ class Staging:
 def remove_stale(folder: Path) -> list[Path]:
     """Delete temporary files and staging folders in ``folder`` left by processes of this
     host that no longer run (killed mid-write); those of live processes stay."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:

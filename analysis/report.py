@@ -1,17 +1,14 @@
-"""Reports on results: the console tables of ``tooldns run`` (rich), and one self-contained
-``report.html`` / ``report.md`` of a run, sweep or evaluation folder (``tooldns report``).
+"""One self-contained ``report.html`` / ``report.md`` of a run, sweep or evaluation folder
+(``tooldns report``); the console tables of ``tooldns run`` are ``analysis.console``'s.
 
-* :func:`print_summary` — the comparison table per scheme, then what the scenario exists
-  to show when the headline hides it: per-phase change (phased workloads; needs the
-  records), rogue tools returned per trust policy, success under faults;
 * :func:`write_report` — provenance, scenario, tables, figures (embedded in the HTML as
   base64 PNG; PNG files beside the Markdown) and the scenario YAML;
-* :func:`add_arguments` / :func:`run` — the ``tooldns report DIR`` subcommand (``sim.cli.main``).
+* :func:`add_arguments` / :func:`run` — the ``tooldns report DIR`` subcommand (``sim.cli.report``).
 
     python3 -m analysis.report DIR [--out OUT] [--format html,md]
 
-Only the standard library is imported at module level (``tooldns --help`` stays fast);
-pandas, matplotlib and rich are imported where they are used.
+Only the standard library and analysis.metrics are imported at module level (``tooldns
+--help`` stays fast); pandas and matplotlib are imported where they are used.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ import argparse
 import base64
 import html
 import json
-import math
 import re
 import shlex
 import sys
@@ -29,189 +25,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.metrics import (
+    EVAL_TABLE,
+    FAULT_TABLE,
+    NOTE,
+    PHASE_TABLE,
+    SCHEME_TABLE,
+    TRUST_TABLE,
+    format_value,
+    metrics,
+)
+
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
-    from rich.console import Console
 
-COLUMNS = (
-    ("queries", "queries", "{}"),
-    ("success", "success", "{:.1%}"),
-    ("hit_at_1", "hit@1", "{:.1%}"),
-    ("hit_at_k", "hit@K", "{:.1%}"),
-    ("mean_round_trips", "RTTs", "{:.2f}"),
-    ("median_latency_ms", "median ms", "{:.2f}"),
-    ("p95_latency_ms", "p95 ms", "{:.2f}"),
-    ("mean_bytes_up", "bytes up", "{:.0f}"),
-    ("mean_bytes_down", "bytes down", "{:.0f}"),
-    ("mean_packets", "packets", "{:.2f}"),
-    ("mean_tools_examined", "C(q)", "{:.1f}"),
-    ("cache_hit_queries", "cache-helped", "{:.1%}"),
-)
-NOTE = ("per query; RTTs = sequential round trips (ToolDNS: resolver↔servers; registries: "
-        "TCP/TLS handshakes + HTTP calls); bytes/packets at the IP layer incl. the "
-        "agent↔resolver exchange; C(q) = items scored (servers, registry, ANS client)")
-#: per-phase metrics (analysis.results.per_phase columns): key, label, format
-PHASE_COLUMNS = (
-    ("queries", "queries", "{:.0f}"),
-    ("success", "success", "{:.1%}"),
-    ("mean_round_trips", "RTTs", "{:.2f}"),
-    ("median_latency_ms", "median ms", "{:.2f}"),
-    ("mean_bytes", "bytes", "{:.0f}"),
-    ("cache_hit_queries", "cache-helped", "{:.1%}"),
-    ("start_s", "starts at s", "{:.1f}"),
-)
-TRUST_COLUMNS = (
-    ("policy", "policy", "{}"),
-    ("rogue_returned", "rogue returned", "{}"),
-    ("queries_with_rogue", "queries with rogue", "{}"),
-    ("rogue_at_1", "rogue at #1", "{}"),
-    ("recall_at_k", "recall@K", "{:.1%}"),
-    ("hit_at_1", "hit@1", "{:.1%}"),
-    ("recall_cost", "recall cost", "{:+.1%}"),
-    ("median_latency_ms", "median ms", "{:.2f}"),
-    ("latency_cost_ms", "latency cost ms", "{:+.2f}"),
-)
-FAULT_COLUMNS = (
-    ("success", "success", "{:.1%}"),
-    ("success_during_faults", "during faults", "{:.1%}"),
-    ("success_outside_faults", "outside faults", "{:.1%}"),
-    ("baseline_success", "fault-free", "{:.1%}"),
-    ("extra_mean_ms", "extra ms during (mean)", "{:.2f}"),
-    ("extra_p95_ms", "extra ms during (p95)", "{:.2f}"),
-    ("mean_retries", "retries", "{:.3f}"),
-    ("stale_answers", "stale answers", "{}"),
-    ("recovered_after_s", "recovered after s (worst)", "{:.2f}"),
-)
+#: a table column: key, label, format (the metrics' own, or local to one table)
+Column = tuple[str, str, str]
+
+#: the capture and replay tables (engine accounting, not metrics): key, label, format
+CAPTURE_COLUMNS: tuple[Column, ...] = (
+    ("exact", "queries exact", "{}"), ("accounted_bytes", "bytes acct", "{}"),
+    ("captured_bytes", "bytes captured", "{}"), ("bytes_diff_pct", "Δ bytes %", "{:+.2f}"),
+    ("accounted_packets", "packets acct", "{}"), ("captured_packets", "packets captured", "{}"),
+    ("packets_diff_pct", "Δ packets %", "{:+.2f}"),
+    ("unattributed_packets", "unattributed", "{}"))
+REPLAY_COLUMNS: tuple[Column, ...] = (
+    ("completed", "completed", "{}"), ("warm_time_s", "warm-up s", "{:.3f}"),
+    ("end_time_s", "end s", "{:.3f}"), ("lost_packets", "lost packets", "{}"))
 PROVENANCE_KEYS = ("tooldns", "git_commit", "git_dirty", "python", "platform", "cpus",
                    "hostname", "started_utc", "finished_utc", "wall_s", "argv")
 FORMATS = ("html", "md")
-
-
-def _fmt(fmt: str, value: object) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    try:
-        return fmt.format(value)
-    except (ValueError, TypeError):
-        return str(value)
-
-
-# ---------------------------------------------------------------------------- console
-
-
-def print_summary(summary: dict, console: Console, records: pd.DataFrame | None = None
-                  ) -> None:
-    """The comparison table per scheme; then, where a scenario's point lives elsewhere,
-    the per-phase change (``records`` with more than one phase), the trust counts
-    (``summary["trust"]``) and success under faults (``summary["faults"]``)."""
-    from rich.table import Table
-
-    stats = summary.get("namespace_stats", {})
-    title = (f"{summary['scenario']} on {summary['engine']} (seed {summary['seed']}): "
-             f"{stats.get('tools', '?')} tools, {stats.get('zones', '?')} zones")
-    table = Table(title=title)
-    table.add_column("scheme", justify="left")
-    for _, label, _ in COLUMNS:
-        table.add_column(label, justify="right")
-    for scheme, s in summary["schemes"].items():
-        table.add_row(scheme, *(_fmt(fmt, s.get(key)) for key, _, fmt in COLUMNS))
-    console.print(table)
-    console.print(NOTE, style="dim")
-    if records is not None:
-        from analysis.results import phases
-
-        if phases(records) > 1:
-            print_phases(records, console)
-    if "trust" in summary:
-        print_trust(summary["trust"], console)
-    if "faults" in summary:
-        print_faults(summary["faults"], console)
-
-
-def print_phases(records: pd.DataFrame, console: Console) -> None:
-    """Per scheme, each metric phase by phase (``a → b → c``)."""
-    from rich.table import Table
-
-    from analysis.results import per_phase
-
-    table = per_phase(records)
-    ids = list(dict.fromkeys(table.index.get_level_values("phase")))
-    # success only when it changes from phase to phase (faults, expiring caches ...)
-    varies = table.groupby(level="scheme", sort=False).success.nunique().gt(1).any()
-    keys = ("success",) * bool(varies) + ("mean_round_trips", "median_latency_ms",
-                                          "cache_hit_queries")
-    shown = [c for c in PHASE_COLUMNS if c[0] in keys]
-    out = Table(title=f"per phase ({' → '.join(f'phase {p}' for p in ids)})")
-    out.add_column("scheme")
-    for _, label, _ in shown:
-        out.add_column(label, justify="right")
-    for scheme in dict.fromkeys(table.index.get_level_values("scheme")):
-        rows = table.loc[scheme]
-        out.add_row(str(scheme), *(" → ".join(_fmt(fmt, rows[key].get(p)) for p in ids)
-                                   for key, _, fmt in shown))
-    console.print(out)
-
-
-def print_trust(trust: dict, console: Console) -> None:
-    from rich.table import Table
-
-    out = Table(title=f"trust: {trust.get('rogue_tools', '?')} rogue look-alike tools in "
-                      f"the namespace")
-    out.add_column("scheme")
-    for _, label, _ in TRUST_COLUMNS:
-        out.add_column(label, justify="right")
-    for scheme, s in trust.get("schemes", {}).items():
-        out.add_row(scheme, *(_fmt(fmt, s.get(key)) for key, _, fmt in TRUST_COLUMNS))
-    console.print(out)
-    console.print("rogue returned = rogue tools among all answers; costs against the open "
-                  "policy (recall lost, extra median latency)", style="dim")
-
-
-def fault_rows(faults: dict) -> dict[str, dict[str, Any]]:
-    """``summary["faults"]`` flattened to one dict per scheme (FAULT_COLUMNS keys)."""
-    rows = {}
-    for scheme, e in faults.get("schemes", {}).items():
-        extra = e.get("extra_latency_during_faults_ms") or {}
-        ok_after = [r.get("queries_ok_after_s") for r in e.get("recovery", [])]
-        rows[scheme] = {
-            **{k: e.get(k) for k in ("success", "success_during_faults",
-                                     "success_outside_faults", "mean_retries",
-                                     "stale_answers")},
-            "baseline_success": (e.get("baseline") or {}).get("success"),
-            "extra_mean_ms": extra.get("mean"), "extra_p95_ms": extra.get("p95"),
-            "recovered_after_s": max((x for x in ok_after if x is not None), default=None),
-        }
-    return rows
-
-
-def print_faults(faults: dict, console: Console) -> None:
-    from rich.table import Table
-
-    out = Table(title="faults: success and cost")
-    out.add_column("scheme")
-    for _, label, _ in FAULT_COLUMNS:
-        out.add_column(label, justify="right")
-    for scheme, row in fault_rows(faults).items():
-        out.add_row(scheme, *(_fmt(fmt, row.get(key)) for key, _, fmt in FAULT_COLUMNS))
-    console.print(out)
-
-
-def print_capture(report: dict, console: Console) -> None:
-    """Capture vs the engine's own accounting, per scheme."""
-    from rich.table import Table
-
-    table = Table(title=f"packet capture ({report['tool']}, {report['packets']} packets in "
-                        f"{report['pcap']}) vs accounting")
-    for col in ("scheme", "queries exact", "bytes acct", "bytes captured", "Δ bytes",
-                "packets acct", "packets captured", "Δ packets", "unattributed"):
-        table.add_column(col, justify="left" if col == "scheme" else "right")
-    for scheme, s in report["schemes"].items():
-        table.add_row(scheme, f"{s['queries_exact']}/{s['queries']}", str(s["accounted_bytes"]),
-                      str(s["captured_bytes"]), _fmt("{:+.2f}%", s["bytes_diff_pct"]),
-                      str(s["accounted_packets"]), str(s["captured_packets"]),
-                      _fmt("{:+.2f}%", s["packets_diff_pct"]), str(s["unattributed_packets"]))
-    console.print(table)
 
 
 # ---------------------------------------------------------------------------- report model
@@ -268,8 +112,15 @@ class Report:
         return [b for s in self.sections for b in s.blocks if isinstance(b, Picture)]
 
 
-def _formatted(rows: dict[str, dict] | list[dict], columns: Sequence[tuple[str, str, str]],
-               first: str = "scheme", keys: Sequence[str] = ()) -> pd.DataFrame:
+def _columns(keys: Sequence[str], present: Sequence[str] | None = None) -> list[Column]:
+    """The table columns of metric ``keys`` (those in ``present``, when given)."""
+    return [(m.key, m.label, m.fmt) for m in metrics(keys)
+            if present is None or m.key in present]
+
+
+def _formatted(rows: dict[Any, dict[Any, Any]] | list[dict[Any, Any]],
+               columns: Sequence[Column], first: str = "scheme", keys: Sequence[str] = ()
+               ) -> pd.DataFrame:
     """Metrics as a text frame with (key, label, format) ``columns``: ``rows`` maps a name
     (put in column ``first``) to its metrics, or is a list of records whose ``keys``
     columns are kept as text."""
@@ -278,7 +129,7 @@ def _formatted(rows: dict[str, dict] | list[dict], columns: Sequence[tuple[str, 
     if isinstance(rows, dict):
         rows, keys = [{first: name, **r} for name, r in rows.items()], [first]
     data = [{**{k: str(r.get(k)) for k in keys},
-             **{label: _fmt(fmt, r.get(key)) for key, label, fmt in columns}} for r in rows]
+             **{label: format_value(fmt, r.get(key)) for key, label, fmt in columns}} for r in rows]
     return pd.DataFrame(data, columns=[*keys, *(label for _, label, _ in columns)])
 
 
@@ -315,7 +166,7 @@ def provenance_section(prov: dict | None) -> Section:
 
 
 def _picture(name: str, fig: Figure, caption: str = "") -> Picture:
-    from analysis.plots.core import png_bytes
+    from analysis.plots.style import png_bytes
 
     return Picture(name, png_bytes(fig), caption)
 
@@ -329,9 +180,7 @@ def _read_text(path: Path) -> str | None:
 
 def run_report(path: Path) -> Report:
     """Everything about one run folder (a ``tooldns run`` output or a sweep point)."""
-    import pandas as pd
-
-    from analysis.plots import core as plots
+    from analysis.plots import run as plots
     from analysis.results import load_run, per_phase, phases
 
     run = load_run(path, partial=True)
@@ -353,11 +202,11 @@ def run_report(path: Path) -> Report:
                                                  "namespace statistics")]))
     report.sections.append(provenance_section(s.get("provenance")))
     report.sections.append(Section("Comparison per scheme", [
-        Table(_formatted(s.get("schemes", {}), COLUMNS)), Text(NOTE, note=True)]))
+        Table(_formatted(s.get("schemes", {}), _columns(SCHEME_TABLE))), Text(NOTE, note=True)]))
     title = run.title
     if phases(df) > 1:
         records = per_phase(df).reset_index().to_dict("records")
-        frame = _formatted(records, PHASE_COLUMNS, keys=["scheme", "phase"])
+        frame = _formatted(records, _columns(PHASE_TABLE), keys=["scheme", "phase"])
         report.sections.append(Section("Per workload phase", [
             Text("The same workload replayed in phases: what changes once the caches are "
                  "warm (median latency of successful queries; cache-helped = share of "
@@ -370,49 +219,27 @@ def run_report(path: Path) -> Report:
             Text(f"{trust.get('rogue_tools', '?')} rogue look-alike tools in the namespace; "
                  f"per scheme, rogue tools returned and what each trust policy costs "
                  f"against the open one."),
-            Table(_formatted(trust.get("schemes", {}), TRUST_COLUMNS))]))
+            Table(_formatted(trust.get("schemes", {}), _columns(TRUST_TABLE)))]))
     if "faults" in s:
-        from analysis.plots.faults import success_figure
-
-        faults = s["faults"]
-        blocks: list[Block] = [Table(_formatted(fault_rows(faults), FAULT_COLUMNS))]
-        recovery = [{"scheme": sc, **r} for sc, e in faults.get("schemes", {}).items()
-                    for r in e.get("recovery", [])]
-        if recovery:
-            blocks.append(Table(pd.DataFrame(recovery).astype(str).replace(
-                {"None": "-"}), "recovery after each restart (slowest node of the fault)"))
-        errors = {sc: e.get("errors") for sc, e in faults.get("schemes", {}).items()
-                  if e.get("errors")}
-        if errors:
-            blocks.append(Table(_key_values(errors, "scheme", "errors of failed queries")))
-        blocks.append(_picture("success_over_time.png", success_figure(s, title)))
-        report.sections.append(Section("Faults", blocks))
+        report.sections.append(_faults_section(s, title))
     if "capture" in s:
         cap = s["capture"]
         rows = {sc: {**c, "exact": f"{c['queries_exact']}/{c['queries']}"}
                 for sc, c in cap.get("schemes", {}).items()}
-        cols = (("exact", "queries exact", "{}"), ("accounted_bytes", "bytes acct", "{}"),
-                ("captured_bytes", "bytes captured", "{}"),
-                ("bytes_diff_pct", "Δ bytes %", "{:+.2f}"),
-                ("accounted_packets", "packets acct", "{}"),
-                ("captured_packets", "packets captured", "{}"),
-                ("packets_diff_pct", "Δ packets %", "{:+.2f}"),
-                ("unattributed_packets", "unattributed", "{}"))
         report.sections.append(Section("Packet capture", [
             Text(f"{cap.get('packets', '?')} packets captured with {cap.get('tool', '?')} "
                  f"into {cap.get('pcap', '?')}, attributed to queries and compared with the "
                  f"engine's accounting."),
-            Table(_formatted(rows, cols))]))
+            Table(_formatted(rows, CAPTURE_COLUMNS))]))
     if s.get("replay"):
-        cols = (("completed", "completed", "{}"), ("warm_time_s", "warm-up s", "{:.3f}"),
-                ("end_time_s", "end s", "{:.3f}"), ("lost_packets", "lost packets", "{}"))
-        report.sections.append(Section("Engine replay", [Table(_formatted(s["replay"], cols))]))
+        report.sections.append(Section("Engine replay", [
+            Table(_formatted(s["replay"], REPLAY_COLUMNS))]))
     if not run.nodes.empty and {"role", "scheme", "rx_packets"} <= set(run.nodes.columns):
         load = (run.nodes.groupby(["role", "scheme"], sort=False).rx_packets.sum()
                 .unstack("scheme").fillna(0).astype(int))
         report.sections.append(Section("Load by role", [
             Table(load.reset_index().astype(str), "packets received per node role")]))
-    figures = [_picture(name, fig(df, None, title)) for name, fig in (
+    figures: list[Block] = [_picture(name, fig(df, None, title)) for name, fig in (
         ("latency_cdf.png", plots.latency_cdf), ("bytes_per_query.png", plots.bytes_per_query),
         ("cache_hits_over_time.png", lambda d, p, t: plots.cache_hits_over_time(d, p,
                                                                                 title=t)))
@@ -423,13 +250,36 @@ def run_report(path: Path) -> Report:
     return report
 
 
+def _faults_section(s: dict[str, Any], title: str) -> Section:
+    """What the faults cost per scheme, recovery after each restart, errors, the figure."""
+    import pandas as pd
+
+    from analysis.plots.faults import success_figure
+    from analysis.results import fault_rows
+
+    faults = s["faults"]
+    blocks: list[Block] = [Table(_formatted(fault_rows(faults), _columns(FAULT_TABLE)))]
+    recovery = [{"scheme": sc, **r} for sc, e in faults.get("schemes", {}).items()
+                for r in e.get("recovery", [])]
+    if recovery:
+        blocks.append(Table(pd.DataFrame(recovery).astype(str).replace(
+            {"None": "-"}), "recovery after each restart (slowest node of the fault)"))
+    errors = {sc: e.get("errors") for sc, e in faults.get("schemes", {}).items()
+              if e.get("errors")}
+    if errors:
+        blocks.append(Table(_key_values(errors, "scheme", "errors of failed queries")))
+    blocks.append(_picture("success_over_time.png", success_figure(s, title)))
+    return Section("Faults", blocks)
+
+
+
 # ---------------------------------------------------------------------------- sweep report
 
 
 def sweep_report(path: Path) -> Report:
     from analysis.plots import sweep as sweep_plots
-    from analysis.plots.core import sweep_title
     from analysis.results import load_sweep
+    from analysis.titles import sweep_title
 
     sw = load_sweep(path)
     meta, table = sw.meta, sw.table
@@ -449,7 +299,7 @@ def sweep_report(path: Path) -> Report:
     report.sections.append(Section("Sweep", [Table(_key_values(overview)),
                                              Table(grid, "grid (cartesian product)")]))
     report.sections.append(provenance_section(meta.get("provenance")))
-    cols = [(k, label, fmt) for k, label, fmt in COLUMNS if k in table.columns]
+    cols = _columns(SCHEME_TABLE, list(table.columns))
     keys = [k for k in ("point", *sw.axes, "scheme") if k in table.columns]
     frame = _formatted(table.to_dict("records"), cols, keys=keys)
     report.sections.append(Section("Results per point and scheme", [
@@ -459,7 +309,7 @@ def sweep_report(path: Path) -> Report:
         report.sections.append(Section("Points", [
             Table(_key_values(meta["failed"], "failed point", "error"))]))
     title = sweep_title({**meta, "scenario": name})
-    figures = [_picture(n, fig) for n, fig in sweep_plots.figures(table, sw.grid,
+    figures: list[Block] = [_picture(n, fig) for n, fig in sweep_plots.figures(table, sw.grid,
                                                                       title).items()]
     report.sections.append(Section("Figures", figures or [Text("No finished points.")]))
     if (yml := _read_text(path / "scenario.yaml")) is not None:
@@ -471,22 +321,12 @@ def sweep_report(path: Path) -> Report:
 # ---------------------------------------------------------------------------- eval report
 
 
-EVAL_COLUMNS = (
-    ("queries", "queries", "{}"), ("hit1_cat", "hit@1 category", "{:.1%}"),
-    ("hitk_cat", "hit@K category", "{:.1%}"), ("hit1_tool", "hit@1 tool", "{:.1%}"),
-    ("hitk_tool", "hit@K tool", "{:.1%}"), ("recall_k", "recall@K", "{:.1%}"),
-    ("rr", "MRR", "{:.3f}"), ("examined", "C(q)", "{:.1f}"),
-    ("examined_frac", "C(q) / pool", "{:.3f}"), ("tokens", "LLM tokens", "{:.0f}"),
-    ("time_ms", "ms per query", "{:.2f}"),
-)
-
-
 def eval_report(path: Path) -> Report:
     import yaml
 
-    from analysis.plots.core import eval_title
     from analysis.plots.retrieval import figures as retrieval_figures
     from analysis.results import load_eval
+    from analysis.titles import eval_title
 
     ev = load_eval(path)
     meta = ev.meta
@@ -506,14 +346,15 @@ def eval_report(path: Path) -> Report:
     report.sections.append(provenance_section(meta.get("provenance")))
     if not ev.summary.empty:
         summary = ev.summary.set_index("method")
-        cols = [c for c in EVAL_COLUMNS if c[0] in summary.columns]
+        cols = _columns(EVAL_TABLE, list(summary.columns))
         report.sections.append(Section("Results per method", [
             Table(_formatted(summary.to_dict("index"), cols, first="method")),
             Text("hit@1/hit@K by category: the top answer (any of the top K) is in the "
                  "query's category; by tool: it is a ground-truth tool; C(q) = items scored "
                  "per query.", note=True)]))
     title = eval_title(meta)
-    figures = [_picture(n, fig) for n, fig in retrieval_figures(ev.per_query, title).items()]
+    figures: list[Block] = [_picture(n, fig)
+                            for n, fig in retrieval_figures(ev.per_query, title).items()]
     report.sections.append(Section("Figures", figures or [Text("No figures.")]))
     if spec:
         report.sections.append(Section("Evaluation file (resolved)", [
@@ -630,6 +471,10 @@ def build_report(path: Path) -> Report:
     return builders[kind](path)
 
 
+def _bytes_writer(data: bytes) -> Callable[[str], object]:
+    return lambda tmp: Path(tmp).write_bytes(data)
+
+
 def write_report(path: Path, out: Path | None = None,
                  formats: Sequence[str] = FORMATS) -> list[Path]:
     """Write ``report.html`` and/or ``report.md`` (with its PNG figures beside it) for the
@@ -648,7 +493,7 @@ def write_report(path: Path, out: Path | None = None,
     written: list[Path] = []
     if "md" in formats:
         for pic in report.figures():
-            atomic_write(out / pic.name, lambda tmp, data=pic.png: Path(tmp).write_bytes(data))
+            atomic_write(out / pic.name, _bytes_writer(pic.png))
             written.append(out / pic.name)
         text = render_markdown(report)
         atomic_write(out / "report.md", lambda tmp: Path(tmp).write_text(text, "utf-8"))

@@ -18,10 +18,13 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pandas as pd
 import yaml
+
+from analysis.metrics import PHASE, SWEEP_SHOWN, metrics
+from analysis.titles import run_title
 
 Kind = Literal["run", "sweep", "eval"]
 
@@ -70,11 +73,6 @@ class Eval:
     per_query: pd.DataFrame  # one row per (method, query)
     summary: pd.DataFrame  # summary.csv: one row per method
     meta: dict  # summary.json
-
-
-def run_title(summary: dict) -> str:
-    return (f"{summary.get('scenario', '?')} ({summary.get('engine', '?')}, "
-            f"seed {summary.get('seed', '?')})")
 
 
 def kind_of(path: str | Path) -> Kind | None:
@@ -144,21 +142,12 @@ def load_eval(path: str | Path) -> Eval:
 
 def per_phase(records: pd.DataFrame) -> pd.DataFrame:
     """One row per (scheme, phase) of a run's records: what a repeated workload changes
-    (mean round trips, median latency of the successes, share helped by a cache, ...);
-    the metric names are those of ``summary.json``."""
+    (``analysis.metrics.PHASE``: mean round trips, median latency of the successes, share
+    helped by a cache, ...), unrounded."""
 
     def one(g: pd.DataFrame) -> pd.Series:
-        ok = g.latency_ms[g.success]
-        return pd.Series({
-            "queries": len(g),
-            "success": g.success.mean(),
-            "hit_at_k": g.hit_at_k.mean(),
-            "mean_round_trips": g.round_trips.mean(),
-            "median_latency_ms": ok.median() if len(ok) else float("nan"),
-            "mean_bytes": (g.bytes_up + g.bytes_down).mean(),
-            "cache_hit_queries": (g.cache_hits > 0).mean(),
-            "start_s": g.sent_s.min(),
-        })
+        values = {m.key: m.stat(g, 0) for m in metrics(PHASE) if m.stat is not None}
+        return pd.Series({k: float("nan") if v is None else v for k, v in values.items()})
 
     if records.empty:
         return pd.DataFrame()
@@ -166,7 +155,7 @@ def per_phase(records: pd.DataFrame) -> pd.DataFrame:
             "cache_hits", "sent_s"]
     out = records.groupby(["scheme", "phase"], sort=False)[cols].apply(one)
     out["queries"] = out["queries"].astype(int)
-    return out
+    return pd.DataFrame(out)
 
 
 def phases(records: pd.DataFrame) -> int:
@@ -179,6 +168,23 @@ def scheme_table(summary: dict, columns: Iterable[str] | None = None) -> pd.Data
     df = pd.DataFrame.from_dict(summary.get("schemes", {}), orient="index")
     df.index.name = "scheme"
     return df[[c for c in columns if c in df.columns]] if columns is not None else df
+
+
+def fault_rows(faults: dict) -> dict[str, dict[str, Any]]:
+    """``summary["faults"]`` flattened to one dict per scheme (FAULT_TABLE keys)."""
+    rows = {}
+    for scheme, e in faults.get("schemes", {}).items():
+        extra = e.get("extra_latency_during_faults_ms") or {}
+        ok_after = [r.get("queries_ok_after_s") for r in e.get("recovery", [])]
+        rows[scheme] = {
+            **{k: e.get(k) for k in ("success", "success_during_faults",
+                                     "success_outside_faults", "mean_retries",
+                                     "stale_answers")},
+            "baseline_success": (e.get("baseline") or {}).get("success"),
+            "extra_mean_ms": extra.get("mean"), "extra_p95_ms": extra.get("p95"),
+            "recovered_after_s": max((x for x in ok_after if x is not None), default=None),
+        }
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             sweep = load_sweep(args.dir)
             print(f"sweep {sweep.meta.get('scenario', args.dir.name)} over "
                   f"{', '.join(sweep.axes) or '?'}")
-            cols = ["point", *sweep.axes, "scheme", "success", "hit_at_k", "mean_round_trips",
-                    "median_latency_ms", "mean_bytes_down", "mean_tools_examined"]
+            cols = ["point", *sweep.axes, "scheme", *SWEEP_SHOWN]
             print(sweep.table[[c for c in cols if c in sweep.table]].to_string(index=False))
         elif kind == "eval":
             ev = load_eval(args.dir)

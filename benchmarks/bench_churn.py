@@ -38,8 +38,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sim.loading import load_scenario  # noqa: E402
 from sim.run.runner import run_scenario  # noqa: E402
-from sim.scenario import Scenario, load_scenario  # noqa: E402
+from sim.scenario import Scenario  # noqa: E402
 
 
 def _variant(sc: Scenario, ttl: int) -> Scenario:

@@ -20,12 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CASES = {
     "import sim.run.runner (baseline)": [sys.executable, "-c", "import sim.run.runner"],
-    "tooldns --help": [sys.executable, "-m", "sim.cli.main", "--help"],
-    "tooldns run --help": [sys.executable, "-m", "sim.cli.main", "run", "--help"],
-    "tooldns validate scenarios/*.yaml": [sys.executable, "-m", "sim.cli.main", "validate",
+    "tooldns --help": [sys.executable, "-m", "sim.cli", "--help"],
+    "tooldns run --help": [sys.executable, "-m", "sim.cli", "run", "--help"],
+    "tooldns validate scenarios/*.yaml": [sys.executable, "-m", "sim.cli", "validate",
                                           *map(str, sorted((ROOT / "scenarios").glob("*.yaml")))],
-    "tooldns schema": [sys.executable, "-m", "sim.cli.main", "schema"],
-    "tooldns run quickstart --show-config": [sys.executable, "-m", "sim.cli.main", "run",
+    "tooldns schema": [sys.executable, "-m", "sim.cli", "schema"],
+    "tooldns run quickstart --show-config": [sys.executable, "-m", "sim.cli", "run",
                                              "scenarios/quickstart.yaml", "--show-config"],
 }
 

@@ -33,7 +33,7 @@ How
     ``timeit.Timer.autorange`` picks an iteration count that runs at least ``--min-time``
     seconds; the timing is repeated ``--repeat`` times and the minimum is reported (the
     least disturbed run; on a shared machine the median is printed as well). The namespace
-    is ``topologies.namespace.synthetic`` (default 2000 tools, branching 6, depth 2) built
+    is ``topologies.synthetic.synthetic`` (default 2000 tools, branching 6, depth 2) built
     into a hierarchy with ``sim.build.hierarchy.build_hierarchy``; the servers under test are
     fresh ``AuthoritativeServer`` objects over the same zone data, with ``packet_cache=0``
     (the cached row uses the server's default), and their lazy score indexes are warmed
@@ -85,7 +85,8 @@ from nodes.dns.wire import (
 )
 from nodes.scoring import tokenize, top_k
 from sim.build.hierarchy import Hierarchy, build_hierarchy
-from topologies.namespace import TLD, synthetic
+from topologies.namespace import TLD
+from topologies.synthetic import synthetic
 
 SRC = ("127.0.0.1", 5353)
 

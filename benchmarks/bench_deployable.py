@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nodes.dns.wire import QNAME_INTENT_MAX, intent_labels, intent_words  # noqa: E402
+from sim.loading import load_scenario  # noqa: E402
 from sim.run.runner import run_scenario  # noqa: E402
-from sim.scenario import load_scenario  # noqa: E402
 
 COLUMNS = ["RTTs", "exchanges", "bytes", "packets", "median ms", "cache-helped", "hit@K"]
 

@@ -31,8 +31,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sim.loading import load_scenario  # noqa: E402
 from sim.run.runner import run_scenario  # noqa: E402
-from sim.scenario import load_scenario  # noqa: E402
 
 PAIRS = {"tls": "udp", "tls-nocache": "udp-nocache", "qname-tls": "qname-udp"}
 

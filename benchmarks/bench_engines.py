@@ -30,9 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sim.build.namespace import build_namespace
+from sim.build.plan import make_plan
 from sim.build.workload import build_jobs
 from sim.engines.ray import ensure_ray, group_nodes
-from sim.run.runner import build_namespace, make_plan, run_scenario
+from sim.run.runner import run_scenario
 from sim.scenario import Scenario
 
 

@@ -33,8 +33,10 @@ sys.path.insert(0, str(ROOT))
 from analysis.files import atomic_write  # noqa: E402
 from nodes.scoring import make_scorer  # noqa: E402
 from sim.evalspec import TaxonomySpec  # noqa: E402
-from sim.retrieval.evaluator import InProcessHierarchy, sample_queries, taxonomy_namespace  # noqa: E402
+from sim.retrieval.dataset import sample_queries  # noqa: E402
+from sim.retrieval.hierarchy import InProcessHierarchy  # noqa: E402
 from topologies.datasets import load_catalog, load_queries  # noqa: E402
+from topologies.taxonomy_namespace import taxonomy_namespace  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "tools"
 PAPER = {25_300: (4888.10, 1197.12)}  # N: (1-level, 2-level) tools examined, seed 000 §5.3

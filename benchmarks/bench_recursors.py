@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.files import atomic_write
-from sim.interop import recursors
+from sim.interop import matrix, resolvers, tables
 
 WALK = (("cold", "qname cold", "cursor cold"), ("warm", "qname warm", "cursor warm"),
         ("repeat", "qname repeat", "cursor repeat"))
@@ -131,17 +131,17 @@ def plain_table(result: dict, variant: str) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--resolver", action="append", choices=recursors.RESOLVERS)
+    ap.add_argument("--resolver", action="append", choices=resolvers.RESOLVERS)
     ap.add_argument("--json", help="also write the full results here")
     ap.add_argument("--catalog", help="catalogue JSONL instead of the synthetic namespace")
     ap.add_argument("--limit", type=int, default=200)
     args = ap.parse_args()
     t = time.perf_counter()
     try:
-        result = recursors.run_matrix(args.resolver or recursors.RESOLVERS,
-                                      recursors.VARIANTS, catalog=args.catalog,
+        result = matrix.run_matrix(args.resolver or resolvers.RESOLVERS,
+                                      resolvers.VARIANTS, catalog=args.catalog,
                                       limit=args.limit)
-    except recursors.RecursorError as exc:
+    except matrix.RecursorError as exc:
         print(f"bench_recursors: {exc}", file=sys.stderr)
         return 1
     seconds = time.perf_counter() - t
@@ -153,15 +153,15 @@ def main() -> int:
           f"capture: {meta['capture']}")
     print(f"resolvers: {versions}\n")
     print("## Compatibility matrix\n")
-    print(recursors.matrix_markdown(result))
+    print(tables.matrix_markdown(result))
     print()
-    print(recursors.details_markdown(result))
-    for variant in recursors.VARIANTS:
+    print(tables.details_markdown(result))
+    for variant in resolvers.VARIANTS:
         print(f"\n## Intent discovery cost upstream ({variant}): queries / IP bytes\n")
         print(discovery_table(result, variant))
         print(f"\n## Plain names ({variant}): queries / IP bytes\n")
         print(plain_table(result, variant))
-    quirks = recursors.quirks_markdown(result)
+    quirks = tables.quirks_markdown(result)
     if quirks:
         print("\n## What the resolvers logged\n")
         print(quirks)

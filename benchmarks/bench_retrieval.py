@@ -47,16 +47,13 @@ import pandas as pd
 from analysis.files import atomic_write
 from analysis.plots.retrieval import recall_vs_examined, search_space
 from nodes.scoring import make_scorer
-from sim.retrieval.evaluator import (
-    EvalScenario,
-    InProcessHierarchy,
-    build_namespace,
-    disk_cached_encoder,
-    load_dataset,
-    run_eval,
-    sample_queries,
-)
-from topologies.namespace import TLD, synthetic
+from sim.evalspec import EvalScenario
+from sim.retrieval.dataset import load_dataset, sample_queries
+from sim.retrieval.hierarchy import InProcessHierarchy
+from sim.retrieval.run import build_namespace, run_eval
+from topologies.encoders import disk_cached_encoder
+from topologies.namespace import TLD
+from topologies.synthetic import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "tools" / "catalog.jsonl"

@@ -29,9 +29,9 @@ as a table and, with ``--json``, writes them):
     the end. Every figure is measured in this run; nothing is assumed.
 
 ``fuzz`` / ``spoof`` / ``memory`` / ``tcp`` (DNS)
-    Each serves a synthetic hierarchy and its resolver (``sim.sockets.endpoints.LiveHierarchy``, what
-    ``tooldns serve`` runs) in a **separate process** (``serve-dns``) and attacks it from
-    this one over loopback:
+    Each serves a synthetic hierarchy and its resolver
+    (``sim.sockets.hierarchy.LiveHierarchy``, what ``tooldns serve`` runs) in a **separate
+    process** (``serve-dns``) and attacks it from this one over loopback:
 
     * ``fuzz`` — ``--packets`` mutated queries (bit flips, truncations, splices, random
       bytes) at servers and resolver; crashes, counters, and whether it answers after;
@@ -94,7 +94,7 @@ def serve_http(args: argparse.Namespace) -> int:
     from nodes.scoring import make_scorer
     from sim.build.registries import build_registry
     from sim.engines.live import start_registry
-    from topologies.namespace import synthetic
+    from topologies.synthetic import synthetic
 
     ns = synthetic(n_tools=args.tools, branching=4, depth=2, seed=args.seed, n_orgs=1,
                    n_queries=5)
@@ -453,14 +453,15 @@ def cmd_http(args: argparse.Namespace) -> dict:
 
 def serve_dns(args: argparse.Namespace) -> int:
     """The DNS server process: a served hierarchy and resolver (``tooldns serve``'s
-    :class:`sim.sockets.endpoints.LiveHierarchy`) with the given bounds. Prints ``READY`` and the
+    :class:`sim.sockets.hierarchy.LiveHierarchy`) with the given bounds. Prints ``READY`` and the
     manifest; on each line read from stdin prints its counters and RSS as one JSON line;
     stops when stdin closes."""
     import asyncio
 
     from sim.build.hierarchy import build_hierarchy
-    from sim.sockets.endpoints import LiveHierarchy, TcpLimits
-    from topologies.namespace import synthetic
+    from sim.sockets.hierarchy import LiveHierarchy
+    from sim.sockets.tcp import TcpLimits
+    from topologies.synthetic import synthetic
 
     ns = synthetic(n_tools=args.tools, branching=4, depth=2, seed=args.seed, n_orgs=1,
                    n_queries=5)
@@ -478,10 +479,11 @@ def serve_dns(args: argparse.Namespace) -> int:
             for k, v in e.server.stats.counts.items():
                 servers[k] = servers.get(k, 0) + v
         node = ep.resolver
-        cached = [e.value for (table, _), e in node.store._items.items() if table == "servers"]
-        return {"rss": _rss(os.getpid()), "store_bytes": node.store.bytes,
+        store = node.caches.store
+        cached = [e.value for (table, _), e in store._items.items() if table == "servers"]
+        return {"rss": _rss(os.getpid()), "store_bytes": store.bytes,
                 "poisoned": int(any(args.rogue in repr(v) for v in cached)),
-                "store_entries": len(node.store), "evictions": node.store.evictions,
+                "store_entries": len(store), "evictions": store.evictions,
                 "kept_results": len(ep.results), "adapter": dict(ep.stats),
                 "resolver": dict(node.stats), "servers": servers,
                 "upstream_open": len(ep._upstream)}
@@ -682,8 +684,10 @@ def cmd_spoof(args: argparse.Namespace) -> dict:
     rows: list[dict] = []
 
     async def targeted() -> None:
-        from nodes.resolver.core import Discovery, RecursiveResolver, ResolverConfig
-        from sim.sockets.endpoints import NodeEndpoint
+        from nodes.resolver.config import ResolverConfig
+        from nodes.resolver.core import RecursiveResolver
+        from nodes.resolver.types import Discovery
+        from sim.sockets.node import NodeEndpoint
 
         root = ("127.0.9.9", args.port)  # nothing listens there: the query stays pending
         me = "127.0.53.9"

@@ -55,15 +55,11 @@ from pathlib import Path
 import numpy as np
 
 from analysis.files import atomic_write
-from sim.retrieval.evaluator import (
-    EvalScenario,
-    build_namespace,
-    disk_cached_encoder,
-    load_dataset,
-    sample_queries,
-    save_encoder_cache,
-)
+from sim.evalspec import EvalScenario
+from sim.retrieval.dataset import load_dataset, sample_queries
+from sim.retrieval.run import build_namespace
 from topologies.datasets import canonical_id
+from topologies.encoders import disk_cached_encoder, save_encoder_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT.parent / "shared" / "data" / "tools" / "catalog.jsonl"
@@ -111,7 +107,7 @@ def load_data(sample: int, seed: int) -> Data:
     index = {t: i for i, t in enumerate(ids)}
     X = enc([f"{ns.tools[t].name} {ns.tools[t].description}" for t in ids])
     Q = enc([q.text for q in qs])
-    save_encoder_cache(enc)  # in case new queries were embedded
+    save_encoder_cache(enc, atomic_write)  # in case new queries were embedded
     return Data(
         X=np.ascontiguousarray(X, dtype=np.float32),
         svc=np.array([ns.tools[t].service for t in ids]),

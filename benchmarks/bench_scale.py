@@ -8,8 +8,8 @@ What it measures
     ``--catalog FILE``, the first N rows of a catalogue. The run's build functions and its
     engine are wrapped with timers, so the figures are run_scenario's own:
 
-    * ``namespace`` — :func:`sim.run.runner.build_namespace`;
-    * ``hierarchy`` — :func:`sim.run.runner.scenario_hierarchy` (every authoritative server);
+    * ``namespace`` — :func:`sim.build.namespace.build_namespace`;
+    * ``hierarchy`` — :func:`sim.build.plan.scenario_hierarchy` (every authoritative server);
     * ``net+jobs+pre`` — everything else before the first query: jobs, the per-run
       precomputation (target ids, candidates …), network, placement and the plan;
     * ``sim`` — the engine's wall time for a short closed-loop replay (``--queries``
@@ -87,6 +87,7 @@ def _scenario(n: int, args: argparse.Namespace) -> Any:
 
 def child(n: int, args: argparse.Namespace) -> dict[str, Any]:
     """One run at ``n`` tools in this (fresh) process; returns its figures."""
+    from sim.engines.catalog import EngineInfo
     from sim.run import runner
 
     base = _rss_mib()
@@ -109,10 +110,10 @@ def child(n: int, args: argparse.Namespace) -> dict[str, Any]:
 
         return wrapper
 
-    engine_for = runner.engine_for
+    load = EngineInfo.load
     runner.build_namespace = timed("namespace", runner.build_namespace)  # type: ignore
     runner.scenario_hierarchy = timed("hierarchy", runner.scenario_hierarchy)  # type: ignore
-    runner.engine_for = lambda name: timed("sim", engine_for(name))  # type: ignore
+    EngineInfo.load = lambda self: timed("sim", load(self))  # type: ignore
     t0 = time.perf_counter()
     result = runner.run_scenario(sc, engine="simpy", write=False)
     total = time.perf_counter() - t0
@@ -204,11 +205,16 @@ def _rate_scenario(tools: int, queries: int, packet_cache: bool) -> dict:
 def _rate_child(tree: str, tools: int, queries: int) -> None:
     """In a child process: one run of the yardstick with the code in ``tree``; prints JSON."""
     sys.path.insert(0, tree)
+    import importlib
+
     import simpy
 
-    from sim.run.runner import run_scenario
     from sim.scenario import Scenario
 
+    try:  # the run loop's module: sim/run/runner.py since the layout of issue 23
+        run_scenario = importlib.import_module("sim.run.runner").run_scenario
+    except ModuleNotFoundError:  # older trees: sim/runner.py
+        run_scenario = importlib.import_module("sim.runner").run_scenario
     data = _rate_scenario(tools, queries, packet_cache=True)
     try:  # older trees have no packet-cache switch: they run with it on
         sc = Scenario.model_validate(_rate_scenario(tools, queries, packet_cache=False))

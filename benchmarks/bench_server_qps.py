@@ -2,7 +2,8 @@
 
 What it measures
     Replies per second that (a) a ToolDNS leaf authoritative server, run exactly as the live
-    engine runs it (:class:`sim.sockets.endpoints.ServerEndpoint`, asyncio, UDP), and (b) a minimal asyncio
+    engine runs it (:class:`sim.sockets.server.ServerEndpoint`, asyncio, UDP), and (b) a
+    minimal asyncio
     ``DatagramProtocol`` that sends every datagram straight back can sustain, driven by the
     same load generator with the same query bytes. The ratio leaf/echo at the same window is
     the figure of merit: it says how much of the cost of a plain Python asyncio UDP server the
@@ -16,7 +17,7 @@ What it measures
       query bytes after the ID) answers repeated queries.
 
 How
-    * Build a synthetic namespace (``topologies.namespace.synthetic``) and its hierarchy
+    * Build a synthetic namespace (``topologies.synthetic.synthetic``) and its hierarchy
       (``sim.build.hierarchy.build_hierarchy``); pick the leaf zone with the most generated queries
       and serve its zone data from two fresh servers (packet cache off / default).
     * Start the echo server and the leaf servers, each in its own process (multiprocessing,
@@ -86,7 +87,8 @@ from dnslib import QTYPE, RCODE, DNSRecord
 from nodes.authoritative.server import AuthoritativeServer
 from nodes.dns.wire import Intent, cursor_name, expanded_name, opt_record
 from sim.build.hierarchy import build_hierarchy
-from topologies.namespace import Namespace, synthetic
+from topologies.namespace import Namespace
+from topologies.synthetic import synthetic
 
 #: Reference anchors (plain Python asyncio UDP echo on 2 vCPU), requests/s by window.
 REFERENCE_ECHO_QPS = {1: 12_000, 32: 29_000}
@@ -158,9 +160,7 @@ async def _run_leaf(
     server: AuthoritativeServer, host: str, port: int, conn: Connection, stop: EventType,
     lifetime: float,
 ) -> None:
-    from sim.sockets.endpoints import (
-        ServerEndpoint,  # imported in the child: the parent does not need it
-    )
+    from sim.sockets.server import ServerEndpoint  # in the child: the parent does not need it
 
     endpoint = ServerEndpoint(server, (host, port))
     await endpoint.start()

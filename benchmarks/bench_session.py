@@ -37,19 +37,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nodes.agent.session import (  # noqa: E402
-    META_TOOL_TOKENS,
-    Session,
-    SessionConfig,
-    ToolInfo,
-    intent_key,
-    static_tokens,
-    tool_tokens,
-)
-from nodes.resolver.core import Discovery  # noqa: E402
+from nodes.agent.context import META_TOOL_TOKENS, ToolInfo, static_tokens, tool_tokens  # noqa: E402
+from nodes.agent.session import Session, SessionConfig, intent_key  # noqa: E402
+from nodes.resolver.types import Discovery  # noqa: E402
 from nodes.scoring import BM25Scorer, top_k  # noqa: E402
+from sim.loading import load_scenario  # noqa: E402
 from sim.run.runner import run_scenario  # noqa: E402
-from sim.scenario import load_scenario  # noqa: E402
 
 CATALOG = ROOT.parent / "shared" / "data" / "tools" / "catalog.jsonl"
 SIZES = (10, 25, 50, 100, 200)
@@ -64,7 +57,7 @@ def catalogue_tools() -> tuple[list[tuple[str, str, object]], str]:
     if CATALOG.exists():
         rows = [json.loads(line) for line in CATALOG.open(encoding="utf-8") if line.strip()]
         return [(r["name"], r["description"], r.get("extra")) for r in rows], str(CATALOG)
-    from topologies.namespace import synthetic
+    from topologies.synthetic import synthetic
 
     ns = synthetic(n_tools=2000, branching=8, depth=2, seed=0)
     return [(t.name, t.description, None) for t in ns.tools.values()], "synthetic(2000)"

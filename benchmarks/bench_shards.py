@@ -41,10 +41,13 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sim.build.namespace import build_namespace
+from sim.build.plan import make_plan
+from sim.build.workload import build_jobs
 from sim.engines import shards
 from sim.engines.ray import ensure_ray
 from sim.engines.simpy import run_simpy
-from sim.run.runner import build_jobs, build_namespace, make_plan, run_scenario
+from sim.run.runner import run_scenario
 from sim.scenario import Scenario
 
 EXACT = ("returned", "round_trips", "exchanges", "bytes_up", "bytes_down", "packets_up",

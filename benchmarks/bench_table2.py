@@ -35,10 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis.files import atomic_write  # noqa: E402
+from sim.build.namespace import build_namespace  # noqa: E402
 from sim.build.workload import query_pool  # noqa: E402
-from sim.run.runner import build_namespace, run_scenario  # noqa: E402
+from sim.loading import load_scenario  # noqa: E402
+from sim.run.runner import run_scenario  # noqa: E402
 from sim.run.sweep import run_sweep, sweep_points  # noqa: E402
-from sim.scenario import Scenario, load_scenario  # noqa: E402
+from sim.scenario import Scenario  # noqa: E402
 
 PAPER = {  # request KB, request packets, response KB, response packets, delay ms
     "AgentDNS (HTTP)": (1.16, 10.77, 1.79, 9.87, 2035.51),

@@ -31,10 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sim.loading import load_scenario  # noqa: E402
 from sim.provenance import deterministic_summary  # noqa: E402
 from sim.run.runner import run_scenario  # noqa: E402
 from sim.run.sweep import sweep_points  # noqa: E402
-from sim.scenario import Scenario, load_scenario  # noqa: E402
+from sim.scenario import Scenario  # noqa: E402
 
 GOLDEN = ROOT / "benchmarks" / "golden.json"
 FILES = ("results.csv", "nodes.csv", "summary.json")

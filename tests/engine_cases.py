@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from sim.build.namespace import build_namespace
+from sim.build.plan import make_plan
 from sim.build.runplan import RunPlan
 from sim.build.workload import build_jobs
-from sim.run.runner import build_namespace, make_plan
-from sim.scenario import Scenario, load_scenario
+from sim.loading import load_scenario
+from sim.scenario import Scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 # columns every engine must give identically, query by query (replica choice follows

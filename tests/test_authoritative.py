@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 from dnslib import EDNS0, QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
-from nodes.authoritative.server import AuthoritativeServer, child_index
+from nodes.authoritative.server import AuthoritativeServer
+from nodes.authoritative.zonestate import child_index
 from nodes.dns.wire import (
     DEFAULT_OPTION_CODE,
     EMBEDDING_OPTION_CODE,

@@ -22,9 +22,9 @@ import pytest
 
 from nodes.scoring import make_scorer
 from sim.build.registries import REGISTRY_HOST, build_registry
+from sim.loading import load_scenario
 from sim.run.runner import run_scenario
-from sim.scenario import load_scenario
-from topologies.namespace import synthetic
+from topologies.synthetic import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 CI = os.environ.get("CI") == "true"

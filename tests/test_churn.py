@@ -12,12 +12,13 @@ import pytest
 from dnslib import QTYPE, DNSRecord
 
 from nodes.dns.zone import Ttls
-from nodes.resolver.core import Discovery
+from nodes.resolver.types import Discovery
 from sim.build.hierarchy import build_hierarchy
 from sim.engines.memory import MemoryNetwork
+from sim.errors import ScenarioError
 from sim.run.runner import run_scenario
-from sim.scenario import Scenario, ScenarioError
-from topologies.namespace import synthetic
+from sim.scenario import Scenario
+from topologies.synthetic import synthetic
 
 
 def _leaf(h):  # type: ignore[no-untyped-def]
@@ -199,9 +200,9 @@ def test_registries_update_their_index_at_once() -> None:
 
 def test_interrupted_churn_run_keeps_probes_out_of_the_partial_summary(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sim.run.runner
+    from sim.engines.catalog import EngineInfo, engine_info
 
-    real = sim.run.runner.engine_for("simpy")
+    real = engine_info("simpy").load()
     calls: list[str] = []
 
     def crash_second(plan):  # type: ignore[no-untyped-def]
@@ -210,7 +211,7 @@ def test_interrupted_churn_run_keeps_probes_out_of_the_partial_summary(
             raise RuntimeError("engine bug")
         return real(plan)
 
-    monkeypatch.setattr(sim.run.runner, "engine_for", lambda name: crash_second)
+    monkeypatch.setattr(EngineInfo, "load", lambda self: crash_second)
     with pytest.raises(RuntimeError, match="engine bug"):
         run_scenario(Scenario.model_validate(CHURN), out_dir=tmp_path)
     partial = json.loads((tmp_path / "partial.json").read_text(encoding="utf-8"))

@@ -377,7 +377,7 @@ def hand_zones() -> list[ZoneData]:
 
 def regenerate() -> None:
     from sim.build.hierarchy import build_hierarchy
-    from topologies.namespace import synthetic
+    from topologies.synthetic import synthetic
 
     ns = synthetic(n_tools=600, branching=4, depth=2, n_orgs=2, seed=3)
     h = build_hierarchy(ns)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from topologies.catalog import from_catalog
 from topologies.datasets import (
     canonical_id,
     catalog_paths,
@@ -20,7 +21,7 @@ from topologies.datasets import (
     synthetic_catalog,
     write_jsonl,
 )
-from topologies.namespace import from_catalog, synthetic
+from topologies.synthetic import synthetic
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "tools"
 

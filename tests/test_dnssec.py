@@ -12,13 +12,14 @@ from dnslib import DNSRecord
 from nodes.authoritative.server import AuthoritativeServer
 from nodes.dns.dnssec import BogusError, ZoneSigner, check_answer, check_dnskey, ds_of, trust_anchor
 from nodes.dns.wire import Intent, cursor_name, opt_record
-from nodes.resolver.core import Discovery, ResolverConfig
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.types import Discovery
 from sim.build.hierarchy import build_hierarchy
 from sim.build.trust import sign_hierarchy
 from sim.engines.memory import MemoryNetwork
 from sim.run.runner import run_scenario
 from sim.scenario import Scenario
-from topologies.namespace import synthetic
+from topologies.synthetic import synthetic
 
 SRC = ("127.0.0.9", 5353)
 

@@ -17,10 +17,10 @@ import dns.rdatatype
 import pytest
 from dnslib import QTYPE, DNSRecord
 
-from nodes.authoritative.server import AAAA
+from nodes.dns.codec import AAAA
 from nodes.dns.wire import DEFAULT_OPTION_CODE, Intent, cursor_name, opt_record
 from nodes.dns.zone import aaaa_address
-from nodes.resolver.core import Step
+from nodes.resolver.types import Step
 from sim.accounting import (
     IPV4,
     TCP_SYN,
@@ -33,10 +33,12 @@ from sim.accounting import (
 )
 from sim.build.hierarchy import build_hierarchy, dot_setup
 from sim.build.trust import sign_hierarchy
+from sim.errors import ScenarioError
+from sim.loading import load_scenario
 from sim.run.runner import run_scenario
-from sim.scenario import ScenarioError, load_scenario
-from sim.sockets.endpoints import LiveHierarchy, ServerEndpoint
-from topologies.namespace import synthetic
+from sim.sockets.hierarchy import LiveHierarchy
+from sim.sockets.server import ServerEndpoint
+from topologies.synthetic import synthetic
 
 NS_ARGS = dict(n_tools=120, branching=2, depth=2, seed=3, n_orgs=0)
 PORT = 24000 + os.getpid() % 20000
@@ -320,7 +322,7 @@ def test_tooldns_serve_aaaa_answers_dig(tmp_path) -> None:  # type: ignore[no-un
 
     port = PORT + 3
     manifest = tmp_path / "m.json"
-    proc = subprocess.Popen([sys.executable, "-m", "sim.cli.main", "serve", "--tools", "60",
+    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "serve", "--tools", "60",
                              "--branching", "2", "--depth", "2", "--seed", "3", "--orgs", "0",
                              "--aaaa", "--port", str(port), "--resolver", "127.0.53.8",
                              "--manifest", str(manifest), "--duration", "60"],

@@ -15,7 +15,7 @@ from engine_cases import assert_agrees, first_plan, small
 from sim.engines.mininet import NetemWarning, host_groups, switch_links, unavailable
 from sim.run.runner import run_scenario
 from sim.scenario import MininetSpec
-from topologies import network as net
+from topologies.links import DelayModel, LinkSpec
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_hosts_per_site_and_per_node() -> None:
 
 
 def test_switch_links_are_loop_free() -> None:
-    link = net.LinkSpec(delay=net.DelayModel(dist="constant", mean=0.01))
+    link = LinkSpec(delay=DelayModel(dist="constant", mean=0.01))
     ring = nx.cycle_graph(5)
     nx.set_edge_attributes(ring, link, "link")
     edges, dropped = switch_links(ring)

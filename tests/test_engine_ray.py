@@ -12,8 +12,9 @@ from engine_cases import SAME, assert_agrees, first_plan, small
 
 from sim.engines.nodehost import check_supported, split_plan
 from sim.engines.ray import group_nodes
+from sim.errors import ScenarioError
 from sim.run.runner import run_scenario
-from sim.scenario import RaySpec, ScenarioError
+from sim.scenario import RaySpec
 
 
 def _port() -> int:

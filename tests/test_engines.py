@@ -10,9 +10,10 @@ import pytest
 from engine_cases import assert_agrees
 from engine_cases import small as patient_small
 
+from sim.loading import load_scenario
 from sim.provenance import deterministic_summary
 from sim.run.runner import run_scenario
-from sim.scenario import Scenario, load_scenario
+from sim.scenario import Scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -74,8 +75,9 @@ def test_outputs_load_back_for_analysis(tmp_path: Path) -> None:
 
 def test_semantic_queries_have_their_own_processing_time(tmp_path: Path) -> None:
     # calibration measures servers' intent-carrying queries apart from plain ones (A, NS)
+    from sim.build.namespace import build_namespace
     from sim.build.workload import build_jobs
-    from sim.run.runner import build_namespace, calibrate
+    from sim.run.calibrate import calibrate
 
     sc = small()
     ns = build_namespace(sc)

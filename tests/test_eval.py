@@ -10,25 +10,25 @@ import pandas as pd
 import pytest
 
 from nodes.dns.wire import normalise
-from nodes.resolver.core import Discovery, ResolverConfig
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.merge import select
+from nodes.resolver.types import Discovery
 from nodes.scoring import CachedEncoder, DenseScorer, Scorer, make_scorer
 from sim.build.hierarchy import build_hierarchy
 from sim.cli.main import main
 from sim.engines.memory import MemoryNetwork
-from sim.retrieval.evaluator import (
-    EvalConfig,
-    Evaluator,
-    InProcessHierarchy,
-    Ranked,
-    category_map,
-    load_eval,
-    select,
-)
+from sim.errors import ScenarioError
+from sim.evalspec import load_eval
+from sim.loading import load_scenario
+from sim.retrieval.dataset import category_map
+from sim.retrieval.evaluator import EvalConfig, Evaluator
+from sim.retrieval.hierarchy import InProcessHierarchy
+from sim.retrieval.ranked import Ranked
 from sim.run.runner import run_scenario
-from sim.scenario import ScenarioError, load_scenario
 from tests.vectors import hashed_words
 from topologies.datasets import synthetic_catalog, write_jsonl
-from topologies.namespace import Namespace, synthetic
+from topologies.namespace import Namespace
+from topologies.synthetic import synthetic
 from topologies.taxonomy import (
     TaxonomyConfig,
     add_centroids,

@@ -8,14 +8,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nodes.resolver.core import Discovery, ResolverConfig
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.types import Discovery
 from sim.build.faults import FaultPlan, Interval, Nodes, build_fault_plan, registry_order, select
 from sim.build.hierarchy import build_hierarchy
 from sim.engines.memory import MemoryNetwork
+from sim.errors import ScenarioError
+from sim.faultspec import FaultsSpec
+from sim.loading import load_scenario
 from sim.provenance import deterministic_summary
 from sim.run.runner import run_scenario
-from sim.scenario import FaultsSpec, Scenario, ScenarioError, load_scenario
-from topologies.namespace import synthetic
+from sim.scenario import Scenario
+from topologies.synthetic import synthetic
 
 NODES = Nodes(
     zone_servers={".": ["10.0.0.1", "10.0.0.2"], "tools.": ["10.0.1.1", "10.0.1.2"],

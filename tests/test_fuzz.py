@@ -38,10 +38,11 @@ from nodes.dns.wire import (
     is_subdomain,
     normalise,
 )
-from nodes.resolver.core import Discovery
+from nodes.resolver.types import Discovery
 from sim.build.hierarchy import build_hierarchy
 from sim.engines.memory import MemoryNetwork
-from topologies.namespace import assign_servers, synthetic
+from topologies.addresses import assign_servers
+from topologies.synthetic import synthetic
 
 SRC = ("127.0.0.9", 5555)
 # FUZZ_EXAMPLES=5000 python -m pytest tests/test_fuzz.py  for a longer run

@@ -15,22 +15,13 @@ import pytest
 from pydantic import ValidationError
 
 from nodes.scoring import tokenize
+from sim.evalspec import EvalScenario, check_method, grail_options
 from sim.retrieval import evaluator as evaluate
-from sim.retrieval.evaluator import (
-    EvalConfig,
-    EvalScenario,
-    Evaluator,
-    FlatIndex,
-    GrailIndex,
-    build_namespace,
-    category_map,
-    check_method,
-    grail_options,
-    load_split,
-    mine_synonyms,
-    pseudo_queries,
-    run_eval,
-)
+from sim.retrieval.dataset import category_map, load_split
+from sim.retrieval.evaluator import EvalConfig, Evaluator
+from sim.retrieval.flat import FlatIndex
+from sim.retrieval.grail import GrailIndex, mine_synonyms, pseudo_queries
+from sim.retrieval.run import build_namespace, run_eval
 from topologies.taxonomy import from_categories
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "tools"

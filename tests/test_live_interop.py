@@ -26,7 +26,7 @@ from nodes.dns.wire import (
     decode_scores,
     intent_qname,
 )
-from topologies.namespace import synthetic
+from topologies.synthetic import synthetic
 
 pytestmark = [pytest.mark.live, pytest.mark.interop]
 
@@ -45,7 +45,7 @@ def served(tmp_path_factory: pytest.TempPathFactory):
     """`tooldns serve` in a subprocess; yields (manifest dict, namespace)."""
     manifest = tmp_path_factory.mktemp("serve") / "manifest.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sim.cli.main", "serve", *CLI_ARGS, "--port", str(PORT),
+        [sys.executable, "-m", "sim.cli", "serve", *CLI_ARGS, "--port", str(PORT),
          "--manifest", str(manifest), "--duration", "300"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
@@ -197,7 +197,7 @@ def test_dnspython_resolves_the_intent_in_the_name(served) -> None:
     assert len(chain) == NS_ARGS["depth"] and srv and len(srv[0]) <= 2
     assert ns.tools[query.truth[0]].target in {r.target.to_text() for r in srv[0]}
     out = subprocess.run(
-        [sys.executable, "-m", "sim.cli.main", "query", query.text, "--service", "a2a", "-k", "2",
+        [sys.executable, "-m", "sim.cli", "query", query.text, "--service", "a2a", "-k", "2",
          "--mode", "qname", "--manifest", str(path)], capture_output=True, text=True,
         timeout=60, env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stdout + out.stderr
@@ -232,7 +232,7 @@ def test_tooldns_query_command_prints_walk(served, search: list[str]) -> None:
     _manifest, ns, path = served
     query = next(q for q in ns.queries if q.service == "rest")
     out = subprocess.run(
-        [sys.executable, "-m", "sim.cli.main", "query", query.text, "--service", "rest", "-k", "3",
+        [sys.executable, "-m", "sim.cli", "query", query.text, "--service", "rest", "-k", "3",
          "--manifest", str(path), *search], capture_output=True, text=True, timeout=60,
         env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stdout + out.stderr

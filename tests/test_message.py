@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from nodes.dns.message import Message, encode_query, parse_response
 from nodes.dns.wire import Intent, opt_record
 from sim.build.hierarchy import build_hierarchy
-from topologies.namespace import synthetic
+from topologies.synthetic import synthetic
 
 
 def _fields(msg: DNSRecord | Message) -> tuple:
@@ -191,7 +191,8 @@ def test_answer_to_stub_is_dnslibs(qname: str, eps: list, outcome: str, rd: int,
                                    edns: int | None, transport: str) -> None:
     """The resolver's fast answer (QueryView + encode_answer) equals its dnslib answer."""
     from nodes.dns.codec import parse_query
-    from nodes.resolver.core import Discovery, DiscoveryResult, Endpoint, RecursiveResolver, _Task
+    from nodes.resolver.core import RecursiveResolver, _Task
+    from nodes.resolver.types import Discovery, DiscoveryResult, Endpoint
 
     opts = None if edns is None else [(65432, Intent("x", 3).encode())]
     wire = encode_query(4242, rd << 8, qname, 33, opts, edns or 0)

@@ -10,21 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from nodes.resolver.core import Discovery
+from nodes.resolver.types import Discovery
 from sim.build.hierarchy import build_hierarchy
 from sim.engines.memory import MemoryNetwork
-from topologies.namespace import (
-    ROOT,
-    TLD,
-    Namespace,
-    _below,
-    _sample,
-    _word_demand,
-    dns_label,
-    from_catalog,
-    inject_rogue,
-    synthetic,
-)
+from topologies.catalog import from_catalog
+from topologies.draws import below, sample
+from topologies.labels import dns_label
+from topologies.namespace import ROOT, TLD, Namespace
+from topologies.rogue import inject_rogue
+from topologies.synthetic import synthetic, word_demand
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "tools"
 needs_catalog = pytest.mark.skipif(not (SHARED / "catalog.jsonl").exists(),
@@ -80,9 +74,9 @@ def test_inlined_draws_match_random() -> None:
     for n in (1, 2, 4, 5, 17, 40, 20_000):
         pool = [str(i) for i in range(n)]
         assert [a.choice(pool) for _ in range(50)] == \
-            [pool[_below(b.getrandbits, n)] for _ in range(50)]
+            [pool[below(b.getrandbits, n)] for _ in range(50)]
         for k in range(min(n, 5) + 1):
-            assert a.sample(pool, k) == _sample(b.getrandbits, pool, k)
+            assert a.sample(pool, k) == sample(b.getrandbits, pool, k)
     assert a.random() == b.random()
 
 
@@ -94,7 +88,7 @@ def test_synthetic_never_runs_dry(orgs: int) -> None:
     letters = ("bk", "ai")
     kw = {"n_tools": 3000, "branching": 4, "depth": 2, "seed": 2, "n_orgs": orgs,
           "n_queries": 30}
-    demand = _word_demand(3000, 4, 2, orgs, 5, 5)
+    demand = word_demand(3000, 4, 2, orgs, 5, 5)
     assert demand[2] > 4**2 and demand[3] > 4**3  # the old generator would never finish
     ns = synthetic(**kw, _letters=letters)
     names = [t.name for t in ns.tools.values()]

@@ -1,4 +1,5 @@
-"""topologies.network: delay models, graph builders, file loading, placement and path model."""
+"""topologies/{links,units,graphs,graphfile,placement,paths}.py: delay models, unit parsing,
+graph builders, file loading, placement and path model."""
 
 from __future__ import annotations
 
@@ -10,17 +11,12 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from topologies import network as net
-from topologies.network import (
-    TOPOLOGIES,
-    DelayModel,
-    LinkSpec,
-    PathModel,
-    Role,
-    build_graph,
-    from_file,
-    place,
-)
+from topologies.graphfile import from_file
+from topologies.graphs import TOPOLOGIES, build_graph, waxman
+from topologies.links import DelayModel, LinkSpec
+from topologies.paths import PathModel
+from topologies.placement import Role, place
+from topologies.units import parse_bandwidth, parse_duration, parse_loss
 
 CONST = LinkSpec(DelayModel("constant", 0.010))
 JITTER = LinkSpec(DelayModel("lognormal", 0.008, 0.004), bandwidth=100e6)
@@ -131,7 +127,7 @@ def test_link_spec_validation(kwargs: dict, message: str) -> None:
     ("250us", 250e-6), ("2", 2.0), ("1e-3s", 0.001), (" 7 MS ", 0.007),
 ])
 def test_parse_duration(text: object, seconds: float) -> None:
-    assert net.parse_duration(text) == pytest.approx(seconds)
+    assert parse_duration(text) == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize(("text", "bps"), [
@@ -139,26 +135,26 @@ def test_parse_duration(text: object, seconds: float) -> None:
     ("2MBps", 16e6), ("500", 500.0),
 ])
 def test_parse_bandwidth(text: object, bps: float) -> None:
-    assert net.parse_bandwidth(text) == pytest.approx(bps)
+    assert parse_bandwidth(text) == pytest.approx(bps)
 
 
 @pytest.mark.parametrize("bad", ["fast", "10 parsecs", "-3ms", "", "ms", True])
 def test_parse_duration_rejects(bad: object) -> None:
     with pytest.raises(ValueError):
-        net.parse_duration(bad)
+        parse_duration(bad)
 
 
 @pytest.mark.parametrize("bad", ["100 Mpx", "0Mbps", "M", "fast", 0])
 def test_parse_bandwidth_rejects(bad: object) -> None:
     with pytest.raises(ValueError):
-        net.parse_bandwidth(bad)
+        parse_bandwidth(bad)
 
 
 def test_parse_loss() -> None:
-    assert net.parse_loss("1%") == pytest.approx(0.01)
-    assert net.parse_loss("0.2") == pytest.approx(0.2)
+    assert parse_loss("1%") == pytest.approx(0.01)
+    assert parse_loss("0.2") == pytest.approx(0.2)
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
-        net.parse_loss(1)
+        parse_loss(1)
 
 
 # --------------------------------------------------------------------------- builders
@@ -215,7 +211,7 @@ def test_spatial_delays_scale_with_distance(kind: str) -> None:
 def test_sparse_waxman_is_bridged_into_one_component() -> None:
     raw = nx.waxman_graph(50, beta=0.05, alpha=0.05, seed=random.Random(1))
     assert not nx.is_connected(raw)
-    g = net.waxman(50, CONST, 1, alpha=0.05, beta=0.05)
+    g = waxman(50, CONST, 1, alpha=0.05, beta=0.05)
     assert nx.is_connected(g)
     assert any(d.get("bridge") for _, _, d in g.edges(data=True))
 

@@ -292,8 +292,8 @@ def test_full_disk_mid_write_keeps_the_previous_run_intact(
 def test_full_disk_at_fsync_is_one_error_and_no_files(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A file system that reports the full disk only when the data is flushed."""
+    from sim.loading import load_scenario
     from sim.run.runner import run_scenario
-    from sim.scenario import load_scenario
 
     def fsync(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -332,7 +332,7 @@ def test_real_tmpfs_read_only_and_full(tmp_path: Path) -> None:
         from analysis.files import OutputError
         from sim.cli.main import main
         from sim.run.runner import run_scenario
-        from sim.scenario import load_scenario
+        from sim.loading import load_scenario
         sc = load_scenario({str(path)!r})
         res = {{}}
         t = time.perf_counter()
@@ -377,9 +377,10 @@ def test_real_tmpfs_read_only_and_full(tmp_path: Path) -> None:
 def test_a_crash_keeps_finished_schemes_and_a_complete_rerun_replaces_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sim.run.runner
-    from sim.scenario import load_scenario
+    from sim.engines.catalog import EngineInfo, engine_info
+    from sim.loading import load_scenario
 
-    real = sim.run.runner.engine_for("simpy")
+    real = engine_info("simpy").load()
     calls = []
 
     def crash_second(plan):  # type: ignore[no-untyped-def]
@@ -392,7 +393,7 @@ def test_a_crash_keeps_finished_schemes_and_a_complete_rerun_replaces_them(
     out = tmp_path / "out"
     out.mkdir()
     (out / "latency_cdf.png").write_bytes(b"an older run's plot")
-    monkeypatch.setattr(sim.run.runner, "engine_for", lambda name: crash_second)
+    monkeypatch.setattr(EngineInfo, "load", lambda self: crash_second)
     with pytest.raises(RuntimeError, match="engine bug") as info:
         sim.run.runner.run_scenario(sc, out_dir=out)
     assert any("kept the 1 finished schemes (k1)" in n for n in info.value.__notes__)

@@ -8,9 +8,12 @@ import re
 import pytest
 from pydantic import ValidationError
 
+from sim.build.namespace import build_namespace
 from sim.build.workload import query_pool
-from sim.run.runner import build_namespace, run_scenario
-from sim.scenario import Scenario, ScenarioError, load_scenario
+from sim.errors import ScenarioError
+from sim.loading import load_scenario
+from sim.run.runner import run_scenario
+from sim.scenario import Scenario
 
 BASE = {
     "name": "paper-scale", "seed": 1,

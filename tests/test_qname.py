@@ -24,12 +24,14 @@ from nodes.dns.wire import (
     parse_intent_qname,
     retarget,
 )
-from nodes.resolver.core import Discovery, ResolverConfig
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.types import Discovery
 from sim.build.hierarchy import build_hierarchy
 from sim.build.trust import sign_hierarchy
 from sim.engines.memory import MemoryNetwork
-from sim.scenario import ScenarioError, load_scenario
-from topologies.namespace import synthetic
+from sim.errors import ScenarioError
+from sim.loading import load_scenario
+from topologies.synthetic import synthetic
 
 SRC = ("127.0.0.9", 5353)
 AGENT = ("127.0.0.7", 40000)

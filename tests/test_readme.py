@@ -29,7 +29,7 @@ def test_readme_main_job_runs(tmp_path: Path) -> None:
     main = _commands()[0].split("&&")[-1].strip()
     argv = shlex.split(main)
     assert argv[:2] == ["tooldns", "run"]
-    out = subprocess.run([sys.executable, "-m", "sim.cli.main", *argv[1:], "--out", str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "sim.cli", *argv[1:], "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "hit@1" in out.stdout and "median ms" in out.stdout

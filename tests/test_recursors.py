@@ -1,4 +1,4 @@
-"""Stock resolvers in front of a served hierarchy (``sim.interop.recursors``): Unbound, BIND, Knot
+"""Stock resolvers in front of a served hierarchy (``tooldns recursors``): Unbound, BIND, Knot
 Resolver, PowerDNS Recursor and dnsdist, each in a fresh network namespace on port 53.
 
 The matrix runs once for the module (all five, plain and DNSSEC variants, ~35 s); each
@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from sim.interop import recursors
-from sim.interop.recursors import RESOLVERS, ROWS, SPECS, RecursorError, Setup
+from sim.interop.matrix import RecursorError, run_matrix
+from sim.interop.probe import _ready, minimised
+from sim.interop.process import Running
+from sim.interop.resolvers import RESOLVERS, SPECS, Setup, Spec
+from sim.interop.rows import ROWS
+from sim.interop.tables import cost_markdown, cost_rows, matrix_markdown
 
 pytestmark = [pytest.mark.live, pytest.mark.interop]
 
@@ -40,7 +45,7 @@ def _installed(name: str) -> None:
 def matrix() -> dict:
     if os.geteuid() != 0 and not CI:
         pytest.skip("needs root: a network namespace (unshare --net) with port 53 inside")
-    return recursors.run_matrix(RESOLVERS, ("plain", "dnssec"), timeout=300)
+    return run_matrix(RESOLVERS, ("plain", "dnssec"), timeout=300)
 
 
 def _row(matrix: dict, name: str, row: str) -> dict:
@@ -243,12 +248,12 @@ def test_dnsdist_relays_the_aware_resolvers_cache(matrix: dict) -> None:
 
 @needs_root
 def test_outputs_render(matrix: dict, tmp_path: Path) -> None:
-    table = recursors.matrix_markdown(matrix)
+    table = matrix_markdown(matrix)
     assert table.splitlines()[0] == "| probe | " + " | ".join(RESOLVERS) + " |"
     assert len(table.splitlines()) == 2 + len(ROWS)
-    cost = recursors.cost_markdown(matrix)
+    cost = cost_markdown(matrix)
     assert "| aware (ours) | cursor cold |" in cost
-    rows = recursors.cost_rows(matrix)
+    rows = cost_rows(matrix)
     assert {r["resolver"] for r in rows} == {n for n in RESOLVERS
                                            if SPECS[n].executable() is not None}
 
@@ -301,7 +306,7 @@ CHECKERS = {
 def test_configs_pass_the_resolvers_own_checker(tmp_path: Path, name: str,
                                                 anchor: str | None) -> None:
     argv = CHECKERS[name](tmp_path)
-    exe = SPECS[name].executable() and recursors.shutil.which(
+    exe = SPECS[name].executable() and shutil.which(
         argv[0], path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin"]))
     if not exe:
         if CI:
@@ -320,12 +325,11 @@ def test_a_resolver_that_cannot_start_reports_its_log(tmp_path: Path) -> None:
         (s.workdir / "unbound.conf").write_text("server:\n  no-such-option: yes\n")
         return ["-d", "-c", str(s.workdir / "unbound.conf")]
 
-    spec = recursors.Spec("unbound", "unbound", "127.0.99.1", "recursor", broken, ("-V",),
-                          "")
-    running = recursors.Running(spec, Setup(tmp_path / "w", spec.address, [ROOT_HINT]),
-                                tmp_path / "unbound.log")
+    spec = Spec("unbound", "unbound", "127.0.99.1", "recursor", broken, ("-V",), "")
+    running = Running(spec, Setup(tmp_path / "w", spec.address, [ROOT_HINT]),
+                      tmp_path / "unbound.log")
     try:
-        error = asyncio.run(recursors._ready("127.0.99.1", running))
+        error = asyncio.run(_ready("127.0.99.1", running))
     finally:
         running.stop()
     assert error is not None
@@ -334,29 +338,29 @@ def test_a_resolver_that_cannot_start_reports_its_log(tmp_path: Path) -> None:
 
 
 def test_missing_binary_is_a_not_installed_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    ghost = recursors.Spec("ghost", "no-such-resolver-binary", "127.0.99.9", "recursor",
-                           SPECS["unbound"].configure, ("-V",), "")
+    ghost = Spec("ghost", "no-such-resolver-binary", "127.0.99.9", "recursor",
+                 SPECS["unbound"].configure, ("-V",), "")
     monkeypatch.setitem(SPECS, "ghost", ghost)
-    monkeypatch.setattr(recursors.os, "geteuid", lambda: 0)
-    result = recursors.run_matrix(["ghost"], ["plain"])
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    result = run_matrix(["ghost"], ["plain"])
     row = result["resolvers"]["ghost"]
     assert row["status"] == "not installed"
     assert row["rows"]["A"] == {"cell": "not installed", "detail": row["error"]}
     assert "no-such-resolver-binary is not installed" in row["error"]
-    assert "not installed" in recursors.matrix_markdown(result)
+    assert "not installed" in matrix_markdown(result)
 
 
 def test_not_root_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(recursors.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(RecursorError, match="must run as root"):
-        recursors.run_matrix(["unbound"])
+        run_matrix(["unbound"])
     with pytest.raises(RecursorError, match="unknown resolver 'powerdns'"):
-        recursors.run_matrix(["powerdns"])
+        run_matrix(["powerdns"])
 
 
 def test_minimisation_is_read_from_the_names_asked() -> None:
     name = "k3.a-b._mcp._tcp.tools."
-    assert recursors.minimised(["tools. A @.", f"{name} SRV @tools."], name)
-    assert recursors.minimised(["_.tools. A @.", f"{name} SRV @tools."], name)
-    assert not recursors.minimised([f"{name} SRV @.", f"{name} SRV @tools.",
-                                    "ns1.tools. A @tools."], name)
+    assert minimised(["tools. A @.", f"{name} SRV @tools."], name)
+    assert minimised(["_.tools. A @.", f"{name} SRV @tools."], name)
+    assert not minimised([f"{name} SRV @.", f"{name} SRV @tools.",
+                          "ns1.tools. A @tools."], name)

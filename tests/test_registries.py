@@ -4,18 +4,30 @@ and the simpy TCP/TLS accounting — all in memory (no sockets)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import get_args
 
 import pytest
 from cryptography import x509
 
-from nodes.registry.client import RegistryAgent, RegistryConfig
+from nodes.registry.agentdns import AgentDNSRegistry, TokenStore
+from nodes.registry.client import RegistryAgent, RegistryConfig, RegistryKind, registry_kind
 from nodes.registry.http import ClientConnection, Request
 from nodes.registry.pki import TrustError, canonical, issue, make_ca, serial_hex, verify_chain
-from nodes.registry.server import AgentDNSRegistry, RegistryServer, TokenStore
-from nodes.resolver.core import Discovery
+from nodes.registry.server import RegistryServer
+from nodes.resolver.types import Discovery
 from nodes.scoring import make_scorer
-from sim.build.registries import REGISTRY_HOST, build_registry, registry_tools, tls_sizes
-from topologies.namespace import synthetic
+from sim.build.registries import (
+    REGISTRIES,
+    REGISTRY_HOST,
+    build_registry,
+    registry_tools,
+    tls_sizes,
+)
+from sim.schemes import RegistryScheme, scheme_kinds
+from topologies.synthetic import synthetic
 
 TOKEN = "Bearer agent_" + "a" * 43
 ORG_TOKENS = {TOKEN.removeprefix("Bearer "): "org:org7"}  # configured by the operator
@@ -24,6 +36,29 @@ ORG_TOKENS = {TOKEN.removeprefix("Bearer "): "org:org7"}  # configured by the op
 @pytest.fixture(scope="module")
 def ns():
     return synthetic(n_tools=300, branching=3, depth=2, seed=3, n_orgs=1, n_queries=40)
+
+
+def test_registry_kinds_agree() -> None:
+    """One table names the kinds (sim); the client's own Literal (nodes) must match it."""
+    assert list(REGISTRIES) == list(get_args(RegistryKind))
+    assert scheme_kinds() == ["tooldns", *REGISTRIES]
+    assert RegistryScheme.model_json_schema()["properties"]["kind"]["enum"] == list(REGISTRIES)
+    assert registry_kind("ans") == "ans"
+    with pytest.raises(ValueError, match="no registry client speaks kind 'toy'"):
+        registry_kind("toy")
+    with pytest.raises(ValueError, match="unknown registry kind 'toy'"):
+        build_registry("toy", synthetic(n_tools=5, seed=1), make_scorer("bm25"), seed=1)
+
+
+def test_scenario_models_load_without_the_registries() -> None:
+    """The scheme models read the kind table; it must not load the scorers."""
+    code = ("import sys\nimport sim.scenario\n"
+            "print([m for m in ('sklearn', 'pandas', 'bm25s', 'nodes.registry.agentdns') "
+            "if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def _post(app, target: str, obj: object, headers=()) -> tuple[int, dict]:

@@ -11,13 +11,14 @@ import json
 import h11
 import pytest
 
+from nodes.registry.agentdns import AgentDNSRegistry, TokenStore
 from nodes.registry.client import ans_registration
 from nodes.registry.http import ClientConnection, Limits, Request, Response
 from nodes.registry.pki import canonical, issue, make_ca
-from nodes.registry.server import AgentDNSRegistry, RegistryServer, TokenStore
+from nodes.registry.server import RegistryServer
 from nodes.scoring import make_scorer
 from sim.build.registries import REGISTRY_HOST, build_registry, registry_tools
-from topologies.namespace import synthetic
+from topologies.synthetic import synthetic
 
 SEARCH = "/api/v1/discovery/search"
 ORG_TOKEN = "agent_" + "o" * 43  # configured by the operator for organisation "acme"

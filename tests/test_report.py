@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from analysis import report
-from analysis.plots import core as plots
+from analysis import console, report
+from analysis.plots import folder
+from analysis.plots import run as plots
 from analysis.results import kind_of, load_run, load_sweep, per_phase
 from sim.run.runner import run_scenario
 from sim.scenario import Scenario
@@ -197,7 +198,7 @@ def test_standard_plots_are_byte_identical(phased: Path, tmp_path: Path) -> None
 def test_console_headline_shows_phases_trust_and_faults(phased: Path) -> None:
     run = load_run(phased)
     buf = io.StringIO()
-    report.print_summary(run.summary, Console(file=buf, width=200), run.records)
+    console.print_summary(run.summary, Console(file=buf, width=200), run.records)
     text = buf.getvalue()
     assert "hit@1" in text and "median ms" in text  # the usual table
     assert "per phase (phase 0 → phase 1)" in text
@@ -211,7 +212,7 @@ def test_console_headline_shows_phases_trust_and_faults(phased: Path) -> None:
         "extra_latency_during_faults_ms": {"mean": 12.5, "p95": 40.0},
         "recovery": [{"queries_ok_after_s": 1.5}]}}}
     buf = io.StringIO()
-    report.print_summary({**run.summary, "faults": faults}, Console(file=buf, width=200))
+    console.print_summary({**run.summary, "faults": faults}, Console(file=buf, width=200))
     assert "faults: success and cost" in buf.getvalue() and "50.0%" in buf.getvalue()
 
 
@@ -247,7 +248,7 @@ def test_sweep_figure_lines_per_scheme_and_other_axis(sweep: Path) -> None:
 
 def test_eval_report(tmp_path: Path) -> None:
     from sim.evalspec import EvalScenario
-    from sim.retrieval.evaluator import run_eval
+    from sim.retrieval.run import run_eval
 
     spec = EvalScenario.model_validate({
         "name": "tiny-eval", "seed": 3,
@@ -299,13 +300,13 @@ def test_python_m_entry_points(phased: Path, tmp_path: Path,
     from analysis.plots import faults
     from analysis.plots import sweep as sweep_plots
 
-    assert plots.main([str(phased), "--out", str(tmp_path / "p")]) == 0
+    assert folder.main([str(phased), "--out", str(tmp_path / "p")]) == 0
     assert sorted(p.name for p in (tmp_path / "p").iterdir()) == sorted(plots.STANDARD)
     capsys.readouterr()
     assert results.main([str(phased)]) == 0
     text = capsys.readouterr().out
     assert "tiny-phased (simpy, seed 4)" in text and "per phase" in text and "strip" in text
-    for module in (report, plots, results, sweep_plots, faults):
+    for module in (report, folder, results, sweep_plots, faults):
         with pytest.raises(SystemExit) as exit_:
             module.main(["--help"])
         assert exit_.value.code == 0 and "DIR" in capsys.readouterr().out, module

@@ -15,10 +15,13 @@ from nodes.dns.wire import (
     normalise,
     opt_record,
 )
-from nodes.resolver.core import Discovery, Outgoing, RecursiveResolver, ResolverConfig
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.core import RecursiveResolver
+from nodes.resolver.types import Discovery, Outgoing
 from sim.build.hierarchy import Hierarchy, build_hierarchy
 from sim.engines.memory import MemoryNetwork
-from topologies.namespace import Namespace, Query, Tool, synthetic
+from topologies.namespace import Namespace, Query, Tool
+from topologies.synthetic import synthetic
 
 CLIENT = ("127.0.0.7", 33333)
 
@@ -239,7 +242,7 @@ def test_zone_with_one_of_two_replicas_dead_still_resolves():
     assert all(len(a) == 2 for a in zones.values())
     net.dead = {addresses[0] for addresses in zones.values()}
     for addresses in zones.values():  # make the resolver try the dead replica first
-        r.srtt[(addresses[1], 53)] = 0.001
+        r.infra.srtt[(addresses[1], 53)] = 0.001
     result = discover(net, request_for(q))
     assert found(result, tool)
     assert result.endpoints == baseline.endpoints
@@ -524,7 +527,7 @@ def test_zone_label_too_long_for_a_cursor_fails_that_walk_not_the_resolver():
     (``_`` makes it 64): that walk fails with a reason, the resolver keeps serving, and
     namespaces built from catalogue categories cap zone labels at 62 (issue 16)."""
     from topologies.datasets import catalog_paths, namespace_from_paths
-    from topologies.namespace import ZONE_LABEL_MAX, zone_label
+    from topologies.labels import ZONE_LABEL_MAX, zone_label
 
     long = "l" * 63
     rows = [{"id": "s:a", "name": "a", "description": "weather forecast for a city",

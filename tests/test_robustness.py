@@ -18,11 +18,16 @@ from dnslib import NS, QTYPE, RR, A, DNSHeader, DNSQuestion, DNSRecord
 from nodes.agent.stub import StubAgent
 from nodes.dns.cache import Entry, Store, footprint
 from nodes.dns.wire import DEFAULT_OPTION_CODE, Intent, cursor_name, opt_record
-from nodes.resolver.core import Discovery, RecursiveResolver, ResolverConfig
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.core import RecursiveResolver
+from nodes.resolver.types import Discovery
 from sim.build.hierarchy import build_hierarchy
 from sim.engines.memory import MemoryNetwork
-from sim.sockets.endpoints import LiveHierarchy, NodeEndpoint, ServerEndpoint, TcpLimits
-from topologies.namespace import synthetic
+from sim.sockets.hierarchy import LiveHierarchy
+from sim.sockets.node import NodeEndpoint
+from sim.sockets.server import ServerEndpoint
+from sim.sockets.tcp import TcpLimits
+from topologies.synthetic import synthetic
 
 PORT = 21000 + os.getpid() % 20000
 NS_ARGS = dict(n_tools=300, branching=3, depth=2, seed=5, n_queries=80)
@@ -65,7 +70,7 @@ def test_resolver_memory_stays_within_its_cache_bound() -> None:
     h = build_hierarchy(ns)
     bound = 150_000
     net = MemoryNetwork(h, h.resolver(seed=1, config=ResolverConfig(cache_max_bytes=bound)))
-    store = net.resolver.store
+    store = net.resolver.caches.store
     ok = 0
     for q in ns.queries:
         net.resolver.discover(Discovery(q.text, service=q.service, k=3), net.now)
@@ -78,8 +83,8 @@ def test_resolver_memory_stays_within_its_cache_bound() -> None:
     for q in ns.queries:
         unbounded.resolver.discover(Discovery(q.text, service=q.service, k=3), unbounded.now)
         unbounded.run()
-    assert unbounded.resolver.store.bytes > 2 * bound  # the bound did bind
-    assert unbounded.resolver.store.evictions == 0
+    assert unbounded.resolver.caches.store.bytes > 2 * bound  # the bound did bind
+    assert unbounded.resolver.caches.store.evictions == 0
 
 
 def _pending_query(resolver: RecursiveResolver) -> tuple[int, bytes, tuple]:

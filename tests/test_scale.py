@@ -9,8 +9,10 @@ import pytest
 import nodes.agent.stub
 import nodes.dns.message
 import nodes.resolver.core
+from sim.build.namespace import build_namespace
+from sim.build.plan import make_plan, scenario_hierarchy
 from sim.build.workload import build_jobs
-from sim.run.runner import build_namespace, make_plan, run_scenario, scenario_hierarchy
+from sim.run.runner import run_scenario
 from sim.scenario import Scenario
 
 BASE = {

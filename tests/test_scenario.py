@@ -13,14 +13,10 @@ import pytest
 from pydantic import ValidationError
 
 from sim.cli import main as cli
-from sim.scenario import (
-    NamespaceSpec,
-    Scenario,
-    ScenarioError,
-    SchemeSpec,
-    load_scenario,
-    resolved_yaml,
-)
+from sim.errors import ScenarioError
+from sim.loading import load_scenario, resolved_yaml
+from sim.scenario import NamespaceSpec, Scenario
+from sim.schemes import DnsScheme
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,7 +142,7 @@ def test_cli_entry_point_exit_code_and_message(tmp_path: Path) -> None:
     """The real command line (a fresh interpreter), once."""
     path = _write(tmp_path, "name: x\nnamespace: {branchng: 3}\n")
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "sim.cli.main", "run", str(path), "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(path), "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     printed = _flat(proc.stdout + proc.stderr)
@@ -211,7 +207,7 @@ def test_minimal_scenario_loads_with_defaults(tmp_path: Path) -> None:
     assert sc.engine == "simpy" and sc.seed == 0 and sc.description == ""
     assert sc.namespace == NamespaceSpec()
     assert sc.namespace.source == "synthetic" and sc.namespace.tools == 2000
-    assert sc.schemes == (SchemeSpec(name="tooldns"),)
+    assert sc.schemes == (DnsScheme(name="tooldns"),)
     assert sc.schemes[0].k == 3 and sc.schemes[0].mode == "aware"
     assert sc.network.topology == "star" and sc.network.link.loss == 0.0
     assert sc.workload.arrival.process == "poisson" and sc.trust.policy == "open"
@@ -291,7 +287,7 @@ def test_relative_path_missing_beside_the_scenario_even_if_present_in_cwd(
 
 
 def test_with_overrides_replaces_dotted_fields_and_validates() -> None:
-    sc = Scenario(name="x", schemes=(SchemeSpec(name="a"), SchemeSpec(name="b", k=5)))
+    sc = Scenario(name="x", schemes=(DnsScheme(name="a"), DnsScheme(name="b", k=5)))
     new = sc.with_overrides({"namespace.branching": 4, "schemes.0.k": 1,
                              "workload.arrival.rate": 2.5, "seed": 9, "name": "y"})
     assert new.namespace.branching == 4 and new.schemes[0].k == 1 and new.schemes[1].k == 5

@@ -22,7 +22,7 @@ from nodes.scoring import (
     parse_ranking,
     top_k,
 )
-from sim.retrieval.evaluator import openai_transport
+from sim.retrieval.llm import openai_transport
 
 TEXTS = [
     "Stock quotes and historical share prices for listed companies",
@@ -157,12 +157,13 @@ def test_registry_names() -> None:
 
 
 def test_disk_cached_encoder_persists_vectors_by_digest(tmp_path) -> None:
-    from sim.retrieval.evaluator import disk_cached_encoder, save_encoder_cache
+    from analysis.files import atomic_write
+    from topologies.encoders import disk_cached_encoder, save_encoder_cache
 
     enc = bag_encoder()
     first = disk_cached_encoder(tmp_path, enc, model="toy")
     a = first(["red apple", "blue sky"])
-    save_encoder_cache(first)
+    save_encoder_cache(first, atomic_write)
     again = disk_cached_encoder(tmp_path, enc, model="toy")
     b = again(["blue sky", "red apple"])
     assert enc.calls == [2]  # type: ignore[attr-defined]  # the second came from disk

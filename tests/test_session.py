@@ -8,22 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from nodes.agent.session import (
+from nodes.agent.context import (
     META_TOOL,
     META_TOOL_TOKENS,
-    IterationGuard,
     Scopes,
-    Session,
-    SessionConfig,
     ToolContext,
     ToolInfo,
-    args_hash,
     static_tokens,
     tool_tokens,
 )
-from nodes.resolver.core import Endpoint
-from sim.run.runner import build_namespace, run_scenario
-from sim.scenario import Scenario, ScenarioError, load_scenario
+from nodes.agent.guard import IterationGuard, args_hash
+from nodes.agent.session import Session, SessionConfig
+from nodes.resolver.types import Endpoint
+from sim.build.namespace import build_namespace
+from sim.errors import ScenarioError
+from sim.loading import load_scenario
+from sim.run.runner import run_scenario
+from sim.scenario import Scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 

@@ -1,4 +1,5 @@
-"""One simpy run sharded over Ray workers (sim.engines.shards) against the same run in one process."""
+"""One simpy run sharded over Ray workers (sim.engines.shards) against the same run in one
+process."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import pytest
 from engine_cases import SAME, first_plan, small
 
 import sim.engines.shards as shards
-from sim.cli.main import _with_shards, main
+from sim.cli.main import main
+from sim.cli.run import with_shards
+from sim.errors import ScenarioError
+from sim.loading import load_scenario, resolved_yaml
 from sim.provenance import deterministic_summary
 from sim.run.runner import run_scenario
-from sim.scenario import Scenario, ScenarioError, load_scenario, resolved_yaml
+from sim.scenario import Scenario
 
 # six resolvers with one agent each (closed loop: a resolver's queries come in one order
 # whatever the link delays), one replica per zone (so every query meets the same server)
@@ -118,11 +122,11 @@ def test_only_simpy_shards_and_each_shard_needs_a_resolver() -> None:
         run_scenario(sharded(7), write=False)
     args = argparse.Namespace(file="f.yaml", shards=3, ray_address="ray://head:10001",
                               engine=None)
-    sc = _with_shards(small(**CASE), args)
+    sc = with_shards(small(**CASE), args)
     assert sc.engine_options.shards.workers == 3
     assert sc.engine_options.shards.address == "ray://head:10001"
     with pytest.raises(ScenarioError, match=r"f\.yaml: engine_options\.shards\.workers"):
-        _with_shards(small(**CASE), argparse.Namespace(**{**vars(args), "engine": "ray"}))
+        with_shards(small(**CASE), argparse.Namespace(**{**vars(args), "engine": "ray"}))
 
 
 def test_partition_keeps_agents_with_their_resolver() -> None:

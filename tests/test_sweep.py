@@ -12,9 +12,11 @@ import pytest
 from rich.console import Console
 
 from sim.cli import main as cli
+from sim.errors import ScenarioError
+from sim.loading import load_scenario
 from sim.provenance import deterministic_summary
 from sim.run.sweep import expand_grid, run_sweep, sweep_points
-from sim.scenario import Scenario, ScenarioError, load_scenario
+from sim.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,9 +9,9 @@ import pytest
 from rich.console import Console
 
 from sim.cli.main import build_parser
+from sim.loading import load_scenario
 from sim.provenance import deterministic_summary
 from sim.run.sweep import run_sweep
-from sim.scenario import load_scenario
 
 EIGHT = """\
 name: eight-points

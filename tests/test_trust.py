@@ -1,4 +1,4 @@
-"""Trust policies (nodes.trust) against a rogue publisher (topologies.namespace.inject_rogue):
+"""Trust policies (nodes.trust) against a rogue publisher (topologies.rogue.inject_rogue):
 in memory and as scenario runs with the central-registry comparison."""
 
 from __future__ import annotations
@@ -8,14 +8,18 @@ from pathlib import Path
 import pytest
 
 from nodes.dns.wire import is_subdomain
-from nodes.resolver.core import Discovery, ResolverConfig
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.types import Discovery
 from nodes.trust import TrustPolicy
 from sim.build.hierarchy import build_hierarchy
 from sim.build.trust import trust_policy
 from sim.engines.memory import MemoryNetwork
+from sim.errors import ScenarioError
 from sim.run.runner import run_scenario
-from sim.scenario import Scenario, ScenarioError, TrustSpec
-from topologies.namespace import inject_rogue, synthetic
+from sim.scenario import Scenario
+from sim.schemes import TrustSpec
+from topologies.rogue import inject_rogue
+from topologies.synthetic import synthetic
 
 
 def _ns(mode: str = "public", n: int = 6):

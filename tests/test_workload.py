@@ -9,9 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sim.build.namespace import build_namespace, start_zone
 from sim.build.workload import build_jobs, generated_queries
-from sim.run.runner import build_namespace, run_scenario, start_zone
-from sim.scenario import Scenario, ScenarioError
+from sim.errors import ScenarioError
+from sim.run.runner import run_scenario
+from sim.scenario import Scenario
 
 
 def _sc(**workload: object) -> Scenario:

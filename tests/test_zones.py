@@ -7,7 +7,7 @@
   catalogue when ``../shared/data/tools`` is there) passes ``named-checkzone``,
   ``nsd-checkzone`` and ``kzonecheck``; the fragments pass ``named-checkconf -z``,
   ``nsd-checkconf`` and ``knotc conf-check``.
-* Live: a ToolDNS hierarchy on real sockets (``sim.sockets.endpoints.LiveHierarchy``); NSD and Knot
+* Live: a ToolDNS hierarchy on real sockets (``sim.sockets.hierarchy.LiveHierarchy``); NSD and Knot
   load the exported files (one instance per tree level, so a parent refers to its
   children as a ToolDNS server does) and give the same answers to standard questions;
   ``dig``, ``kdig``, ``drill`` and dnspython transfer zones by AXFR (one zone needs two
@@ -46,7 +46,8 @@ import dns.rrset
 import dns.zone
 import pytest
 
-from nodes.authoritative.server import AuthoritativeServer, networks, zone_records
+from nodes.authoritative.server import AuthoritativeServer
+from nodes.authoritative.transfer import networks
 from nodes.authoritative.zonefile import (
     ZoneFileError,
     check_zone,
@@ -55,10 +56,12 @@ from nodes.authoritative.zonefile import (
     oversized,
     txt_text,
 )
+from nodes.authoritative.zonestate import zone_records
 from nodes.dns.zone import Delegation, ServerRef, ToolRecord, ZoneData
 from sim.build.hierarchy import build_hierarchy
 from sim.interop.export import export_zones, knot_conf, nsd_conf, zone_file_name
-from topologies.namespace import from_catalog, synthetic
+from topologies.catalog import from_catalog
+from topologies.synthetic import synthetic
 
 CI = bool(os.environ.get("CI"))
 CATALOG = Path(__file__).resolve().parents[2] / "shared" / "data" / "tools" / "catalog.jsonl"
@@ -386,13 +389,13 @@ def test_ixfr_full_fallback_or_current_soa() -> None:
 
 
 def test_export_files_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sim.cli import export_zones
     from sim.cli import main as cli
-    from sim.interop import export
 
     args = cli.build_parser().parse_args(["export-zones", str(tmp_path / "out"), "--tools", "40",
                               "--branching", "2", "--depth", "1", "--seed", "2", "--orgs", "0",
                               "--replicas", "2"])
-    assert export.run(args) == 0
+    assert export_zones.run(args) == 0
     line = capsys.readouterr().out.strip()
     hierarchy = build_hierarchy(synthetic(n_tools=40, branching=2, depth=1, seed=2, n_orgs=0),
                                 replicas=2)
@@ -560,7 +563,7 @@ def _wait_for(address: str, port: int, zone: str, daemon: Daemon, what: str,
 @pytest.fixture(scope="module")
 def live(hierarchy) -> Iterator[tuple[object, int]]:
     """The synthetic hierarchy on real sockets (127.77.0.x), in a thread of this process."""
-    from sim.sockets.endpoints import LiveHierarchy
+    from sim.sockets.hierarchy import LiveHierarchy
 
     port = _free_port([FIRST, "127.77.255.1"])
     served = LiveHierarchy(hierarchy, port=port, resolver_address="127.77.255.1")
@@ -884,8 +887,8 @@ def test_live_axfr_over_udp_and_from_outside_the_acl(hierarchy, live) -> None:
 
 @pytest.mark.live
 def test_live_hierarchy_allow_transfer_replaces_the_acl() -> None:
-    from sim.interop.export import transfer_network
-    from sim.sockets.endpoints import LiveHierarchy
+    from sim.cli.serve import transfer_network
+    from sim.sockets.hierarchy import LiveHierarchy
 
     hierarchy = build_hierarchy(synthetic(n_tools=20, branching=2, depth=1, seed=1, n_orgs=0),
                                 first_address="127.76.0.1")

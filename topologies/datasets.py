@@ -27,21 +27,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from nodes.dns.wire import SERVICES
-from topologies.namespace import (
-    ROOT,
-    TLD,
-    Namespace,
-    Query,
-    Tool,
-    ZoneNode,
-    _fill_summaries,
-    _org_of,
-    _unique_slugs,
-    assign_endpoints,
-    dns_label,
-    synthetic,
-    zone_label,
-)
+from topologies.addresses import assign_endpoints
+from topologies.catalog import org_of, unique_slugs
+from topologies.labels import dns_label, zone_label
+from topologies.namespace import ROOT, TLD, Namespace, Query, Tool, ZoneNode
+from topologies.summaries import fill_summaries
+from topologies.synthetic import synthetic
 
 Row = dict
 
@@ -147,7 +138,16 @@ def load_tooldns_release(path: str | Path) -> tuple[list[Row], list[Row]]:
                      "category": str(category), "subcategory": str(sub) if sub else None,
                      "path": tool_path, "source": "tooldns"})
         raw = _pick(rec, "queries")
-        for q in [raw] if isinstance(raw, str) else (raw or []):
+        items: list[object]
+        if isinstance(raw, str):
+            items = [raw]
+        elif isinstance(raw, list | dict):
+            items = list(raw)
+        elif not raw:
+            items = []
+        else:
+            raise ValueError(f"{path}:{lineno}: queries must be text or a list")
+        for q in items:
             text_q = q.get("query") if isinstance(q, dict) else q
             if isinstance(text_q, str) and text_q.strip():
                 queries.append({"query": text_q.strip(), "tool_ids": [tid], "source": "tooldns"})
@@ -156,7 +156,7 @@ def load_tooldns_release(path: str | Path) -> tuple[list[Row], list[Row]]:
 
 def synthetic_catalog(n_tools: int = 1000, branching: int = 4, depth: int = 2, seed: int = 0,
                       n_queries: int = 200) -> tuple[list[Row], list[Row]]:
-    """The core synthetic namespace (:func:`topologies.namespace.synthetic`) as rows."""
+    """The core synthetic namespace (:func:`topologies.synthetic.synthetic`) as rows."""
     ns = synthetic(n_tools=n_tools, branching=branching, depth=depth, seed=seed,
                    n_queries=n_queries)
     rows = []
@@ -261,18 +261,18 @@ def namespace_from_paths(
             tid = row["id"] if n == 1 else f"{row['id']}~{n}"
             tools[tid] = Tool(id=tid, name=row["name"], description=row["description"],
                               service=row["protocol"], zone=zone,
-                              slug=dns_label(row.get("slug") or row["name"]), org=_org_of(row))
-    _unique_slugs(tools)
+                              slug=dns_label(row.get("slug") or row["name"]), org=org_of(row))
+    unique_slugs(tools)
     for tool in tools.values():
         zones[tool.zone].tools.append(tool.id)
     for node in zones.values():
         node.children.sort()
     for key, text in (summaries or {}).items():
-        zone = zone_of_path.get(key)
-        if zone is not None:
-            zones[zone].summary = text
+        found = zone_of_path.get(key)
+        if found is not None:
+            zones[found].summary = text
     ns = Namespace(zones=zones, tools=tools, queries=[], origin=origin)
-    _fill_summaries(ns)
+    fill_summaries(ns)
     assign_endpoints(ns)
     for i, q in enumerate(queries):
         truth = tuple(t for t in q["tool_ids"] if t in tools)

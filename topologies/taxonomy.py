@@ -31,7 +31,8 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from nodes.scoring import tokenize
 from topologies.datasets import Row, catalog_paths, namespace_from_paths
-from topologies.namespace import ROOT, Namespace, zone_label
+from topologies.labels import zone_label
+from topologies.namespace import ROOT, Namespace
 
 RESERVED = {"general", "other", "tools", "root-servers"}
 
@@ -218,7 +219,7 @@ def add_representatives(ns: Namespace, count: int,
     The representatives are the tools nearest the centroids of a k-means (k = ``count``)
     over the embeddings (``encoder``; TF-IDF/LSA when None) of every tool in the zone's
     subtree, as ``name description`` texts; a parent then scores a child by its best
-    representative (:func:`nodes.authoritative.server.child_index`). Data the parent holds about
+    representative (:func:`nodes.authoritative.zonestate.child_index`). Data the parent holds about
     its child, like the summary. Deterministic per seed; modifies and returns ``ns``."""
     if count < 1:
         return ns
@@ -257,7 +258,7 @@ def add_centroids(ns: Namespace, encoder: Callable[[Sequence[str]], np.ndarray])
     them) of the subtree's tools of that service.
 
     A parent holding its children's centroids routes a query of service *s* by cosine
-    with their *s* centroids (IVF-style; :func:`nodes.authoritative.server.child_index`). Like a
+    with their *s* centroids (IVF-style; :func:`nodes.authoritative.zonestate.child_index`). Like a
     summary, it is data the child registers with its parent. Modifies and returns ``ns``."""
     ids = sorted(ns.tools)
     vectors = _normalise(np.asarray(encoder(

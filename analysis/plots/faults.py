@@ -10,13 +10,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from matplotlib.figure import Figure
 
-from analysis.plots.core import _save, new_figure, scheme_colors
+from analysis.plots.style import new_figure, save_figure, scheme_colors
+from analysis.titles import run_title
 
 
-def success_figure(summary: dict, title: str | None = None) -> Figure:
+def success_figure(summary: dict[str, Any], title: str | None = None) -> Figure:
     """The ``faults.schemes.*.timeline`` bins of a run's summary: share of discoveries
     that succeed per bin and scheme; shaded: from each crash to its restart."""
     faults = summary["faults"]
@@ -35,22 +37,21 @@ def success_figure(summary: dict, title: str | None = None) -> Figure:
     ax.set_ylim(-0.02, 1.02)
     ax.legend(fontsize="small")
     if title is None:
-        title = (f"{summary.get('scenario', '?')} ({summary.get('engine', '?')}, "
-                 f"seed {summary.get('seed', '?')})")
+        title = run_title(summary)
     ax.set_title(f"discoveries that succeed over time; shaded: node down\n{title}",
                  fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def success_over_time(summary: dict, out: Path, title: str | None = None) -> Path:
+def success_over_time(summary: dict[str, Any], out: Path, title: str | None = None) -> Path:
     """Write :func:`success_figure` to ``out/success_over_time.png`` (atomically)."""
     path = out / "success_over_time.png"
-    _save(success_figure(summary, title), path)
+    save_figure(success_figure(summary, title), path)
     return path
 
 
-def table(summary: dict) -> str:
+def table(summary: dict[str, Any]) -> str:
     """Markdown: success overall / during faults, extra latency, retries, stale answers."""
     lines = ["| scheme | success | during faults | baseline | extra ms (mean / p95 during) "
              "| retries | stale |", "|---|---|---|---|---|---|---|"]

@@ -15,15 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from analysis.plots.core import _save, new_figure
-
-
-def _heading(ax: Axes, what: str, title: str | None) -> None:
-    ax.set_title(f"{what}\n{title}" if title else what, fontsize=10)
+from analysis.plots.style import heading, new_figure, save_figure
 
 
 def hit_per_category(df: pd.DataFrame, scorer: str, path: Path | None, top: int = 20,
@@ -51,9 +46,9 @@ def hit_per_category(df: pd.DataFrame, scorer: str, path: Path | None, top: int 
     ax.set_ylim(0, 100)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    _heading(ax, f"hit@1 per category, flat vs ToolDNS walk ({scorer})", title)
+    heading(ax, f"hit@1 per category, flat vs ToolDNS walk ({scorer})", title or "")
     if path is not None:
-        _save(fig, path)
+        save_figure(fig, path)
     return fig
 
 
@@ -99,7 +94,7 @@ def recall_vs_examined(df: pd.DataFrame, path: Path | None = None, title: str | 
     ax.set_ylabel("recall@K (%)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    _heading(ax, "recall@K against items examined", title)
+    heading(ax, "recall@K against items examined", title or "")
     if len(means):
         ax.margins(0.12, 0.2)
         ax.autoscale_view()
@@ -114,7 +109,7 @@ def recall_vs_examined(df: pd.DataFrame, path: Path | None = None, title: str | 
         adjust_text(texts, x=x, y=y, ax=ax, expand=(1.2, 1.4),
                     arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.5})
     if path is not None:
-        _save(fig, path)
+        save_figure(fig, path)
     return fig
 
 
@@ -133,9 +128,9 @@ def search_space(df: pd.DataFrame, path: Path | None = None, title: str | None =
     ax.set_ylabel("items examined per query C(q)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    _heading(ax, "search space against namespace size", title)
+    heading(ax, "search space against namespace size", title or "")
     if path is not None:
-        _save(fig, path)
+        save_figure(fig, path)
     return fig
 
 
@@ -155,6 +150,6 @@ def plot_all(df: pd.DataFrame, out: Path, title: str | None = None) -> list[Path
     """The per-run figures into ``out``; returns the files written."""
     written = []
     for name, fig in figures(df, title).items():
-        _save(fig, out / name)
+        save_figure(fig, out / name)
         written.append(out / name)
     return written

@@ -26,18 +26,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
-from analysis.plots.core import _save, new_figure, scheme_colors
+from analysis.metrics import METRICS, SWEEP_SHOWN
+from analysis.plots.style import heading, new_grid, save_figure, scheme_colors
+from analysis.results import load_sweep
+from analysis.titles import sweep_title
 
-#: metric column of sweep.csv -> axis label (the columns the sweep's console table shows)
-METRICS: tuple[tuple[str, str], ...] = (
-    ("success", "success"),
-    ("hit_at_k", "hit@K"),
-    ("mean_round_trips", "round trips per query"),
-    ("median_latency_ms", "median latency (ms)"),
-    ("mean_bytes_down", "bytes down per query"),
-    ("mean_tools_examined", "items examined C(q)"),
-)
 STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
@@ -58,22 +53,23 @@ def _positions(values: pd.Series) -> tuple[pd.Series, list, bool]:
 
 
 def sweep_figure(table: pd.DataFrame, axis: str, grid: dict[str, list] | Sequence[str],
-                 metrics: Sequence[tuple[str, str]] = METRICS, title: str | None = None,
+                 metrics: Sequence[str] = SWEEP_SHOWN, title: str | None = None,
                  max_lines: int = 6) -> Figure:
-    """Panels of ``metrics`` against grid ``axis``: a line per scheme and combination of
-    the other grid axes (their mean when there are more than ``max_lines`` combinations)."""
+    """Panels of ``metrics`` (keys of :data:`analysis.metrics.METRICS`) against grid
+    ``axis``: a line per scheme and combination of the other grid axes (their mean when
+    there are more than ``max_lines`` combinations)."""
     others = [a for a in grid if a != axis and a in table.columns]
-    metrics = [(m, label) for m, label in metrics if m in table.columns]
-    ncols = min(3, max(1, len(metrics)))
-    nrows = max(1, -(-len(metrics) // ncols))
-    fig, axes = new_figure((4.0 * ncols + 2.2, 3.1 * nrows), nrows, ncols, squeeze=False)
+    shown = [(m, METRICS[m].axis) for m in metrics if m in table.columns]
+    ncols = min(3, max(1, len(shown)))
+    nrows = max(1, -(-len(shown) // ncols))
+    fig, axes = new_grid((4.0 * ncols + 2.2, 3.1 * nrows), nrows, ncols)
     colors = scheme_colors(table.scheme) if "scheme" in table else {}
     combos = table[others].drop_duplicates() if others else pd.DataFrame(index=[0])
     averaged = len(combos) > max_lines
     x, ticks, numeric = _positions(table[axis])
     data = table.assign(_x=x)
-    handles: dict[str, object] = {}
-    for k, (metric, label) in enumerate(metrics):
+    handles: dict[str, Line2D] = {}
+    for k, (metric, label) in enumerate(shown):
         ax = axes[k // ncols][k % ncols]
         for scheme in colors:
             rows = data[data.scheme == scheme]
@@ -98,12 +94,12 @@ def sweep_figure(table: pd.DataFrame, axis: str, grid: dict[str, list] | Sequenc
         else:
             ax.set_xticks(np.arange(len(ticks)), [str(t) for t in ticks], rotation=20,
                           ha="right")
-    for k in range(len(metrics), nrows * ncols):  # unused panels
+    for k in range(len(shown), nrows * ncols):  # unused panels
         axes[k // ncols][k % ncols].set_visible(False)
-    heading = f"metrics against {axis}"
+    what = f"metrics against {axis}"
     if averaged:
-        heading += f" (mean over {', '.join(short(a) for a in others)})"
-    fig.suptitle(f"{heading}\n{title}" if title else heading, fontsize=10)
+        what += f" (mean over {', '.join(short(a) for a in others)})"
+    heading(fig, what, title or "")
     if handles:
         fig.legend(list(handles.values()), list(handles), loc="center left",
                    bbox_to_anchor=(1.0, 0.5), fontsize=7, frameon=False)
@@ -127,15 +123,12 @@ def plot_sweep(table: pd.DataFrame, grid: dict[str, list] | Sequence[str], out: 
     """Write ``sweep_<axis>.png`` for every grid axis into ``out``; returns the paths."""
     written = []
     for name, fig in figures(table, grid, title).items():
-        _save(fig, out / name)
+        save_figure(fig, out / name)
         written.append(out / name)
     return written
 
 
 def main(argv: list[str] | None = None) -> int:
-    from analysis.plots.core import sweep_title
-    from analysis.results import load_sweep
-
     p = argparse.ArgumentParser(prog="python3 -m analysis.plots.sweep",
                                 description="Write sweep_<axis>.png (every metric against "
                                             "each grid axis, per scheme) for a sweep folder.")

@@ -2,23 +2,10 @@
 
 An LLM agent binds one always-present meta-tool, ``search_tools``; calling it with an
 intent either finds tools already bound in the session (a *hit*: no packets) or runs a
-discovery (a *miss*: the wrapped DNS stub agent walks the hierarchy). What lives here:
+discovery (a *miss*: the wrapped DNS stub agent walks the hierarchy). The tools in context,
+the session tool cache and RBAC scopes are in :mod:`nodes.agent.context`, loop detection in
+:mod:`nodes.agent.guard`, the registry fallback in :mod:`nodes.agent.fallback`. Here:
 
-* :func:`tool_tokens` — Eq. 3 of the paper: (|name| + |description| + |schema|) / 4
-  characters per token, rounded up; :data:`META_TOOL` is the meta-tool's own schema.
-* :class:`ToolContext` — the session tool cache (``ToolContextManager``, §6): discovered
-  tools keyed by tool id, at most ``capacity`` of them; always-include tools are never
-  evicted and do not count. Eviction (§6.3) when a bind overflows: phase 1 drops tools
-  whose last use is older than ``ttl``, phase 2 the least recently used. A tool past its
-  TTL is also dropped when it is next looked at (so a hit never serves an expired tool).
-* :class:`IterationGuard` — loop detection (§7): a sliding window of the last ``window``
-  calls as (tool, hash of canonical JSON arguments); a call that makes its pair appear
-  more than ``max_repeats`` times trips it. Eviction, not blocking: the call has already
-  run and its result stands; the tool leaves the context and the agent must search again,
-  and that re-discovery clears the tool's count.
-* :class:`Scopes` — RBAC (§9): a tool is visible if granted to the user (tool ids), to one
-  of the roles (zone suffixes: ``weather.tools.`` grants every tool at or below it) or to
-  the organisation (the tool's ``org``, e.g. of a certified zone ``hku.weather.tools.``).
 * :class:`Session` — one agent's cache, guard, intent memory, scopes and counters; it
   also counts §8's redundant searches (a miss whose tools were all bound already: the
   headroom of a hit rule that matched intents to bound tools' descriptions).
@@ -35,250 +22,33 @@ RBAC is applied inside the session's search, before anything is bound: DNS serve
 know the user, so answered tools outside the scopes are dropped (and counted) and never
 enter the context. When fewer than ``min_tools`` survive, a fallback runs: ``wider`` (a
 second discovery with a larger K and/or beam, through the engine like any other) or
-``registry`` (the marketplace, §10: an AgentDNS search over HTTP/1.1). The registry
-exchange is real bytes between the real client (:class:`nodes.registry.client.RegistryAgent`)
-and server (:class:`nodes.registry.server.RegistryServer`) in process; its wire cost and delay are
-MODELLED by the caller (:class:`RegistryFallback`), not carried by an engine: the
-discovery finishes after the modelled delay on the agent's timer.
+``registry`` (the marketplace, §10: an AgentDNS search over HTTP/1.1). The registry exchange
+is real bytes between the real client (:class:`nodes.registry.client.RegistryAgent`) and
+server (:class:`nodes.registry.server.RegistryServer`) in process; its wire cost and delay
+are MODELLED by the caller (:class:`~nodes.agent.fallback.RegistryFallback`), not carried by
+an engine: the discovery finishes after the modelled delay on the agent's timer.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-from collections import Counter, OrderedDict, deque
+import random
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
+from nodes.agent.context import Scopes, ToolContext, ToolInfo
+from nodes.agent.fallback import RegistryFallback
+from nodes.agent.guard import IterationGuard
 from nodes.agent.stub import StubAgent, StubResult
 from nodes.dns.zone import Address
-from nodes.registry.client import RegistryAgent, RegistryResult
-from nodes.registry.server import RegistryServer
-from nodes.resolver.core import Discovery, Endpoint, Outgoing, Transport
-
-CHARS_PER_TOKEN = 4  # k of Eq. 3
-
-#: the meta-tool as an OpenAI-style function definition (its tokens are always in context)
-META_TOOL: dict[str, Any] = {
-    "name": "search_tools",
-    "description": ("Search the tool registry for tools that provide a capability you do "
-                    "not have yet. Returns the best matching tools with their parameter "
-                    "schemas; they are bound for your next calls."),
-    "parameters": {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string",
-                      "description": "natural-language description of the capability"},
-            "limit": {"type": "integer", "description": "maximum tools to return",
-                      "default": 5},
-        },
-        "required": ["query"],
-    },
-}
-
-
-def tool_tokens(name: str, description: str, schema: object = None) -> int:
-    """Eq. 3: characters of name, description and (JSON) schema over 4, rounded up."""
-    chars = len(name) + len(description)
-    if schema is not None:
-        chars += len(json.dumps(schema, sort_keys=True, ensure_ascii=False))
-    return math.ceil(chars / CHARS_PER_TOKEN)
-
-
-META_TOOL_TOKENS = tool_tokens(META_TOOL["name"], META_TOOL["description"],
-                               META_TOOL["parameters"])
-
-
-def _normal_arg(value: object) -> object:
-    """Collapse trivial variations before hashing (§7.2): strings stripped, URLs without a
-    trailing slash; containers recursively."""
-    if isinstance(value, str):
-        text = value.strip()
-        return text.rstrip("/") if "://" in text else text
-    if isinstance(value, Mapping):
-        return {str(k): _normal_arg(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_normal_arg(v) for v in value]
-    return value
-
-
-def args_hash(args: Mapping[str, object]) -> str:
-    """Hash of a call's arguments: canonical JSON (sorted keys, no spaces) → SHA-256."""
-    text = json.dumps(_normal_arg(args), sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+from nodes.resolver.types import Discovery, Endpoint, Outgoing, Transport
 
 
 def intent_key(request: Discovery) -> tuple[str, str, int, str]:
     """What a search is remembered under: normalised intent, service, K, start zone."""
     return (" ".join(request.intent.lower().split()), request.service, request.k,
             request.start)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolInfo:
-    """A tool as the session binds it."""
-
-    id: str
-    target: str  # the SRV target a DNS answer names it by
-    name: str
-    zone: str
-    org: str
-    service: str
-    tokens: int
-    endpoint: Endpoint | None = None  # as last answered (hits return it)
-
-
-@dataclass(frozen=True)
-class Scopes:
-    """RBAC visibility: the union of user, role and organisation grants (§9.1)."""
-
-    user: frozenset[str] = frozenset()  # tool ids granted to the user
-    roles: tuple[str, ...] = ()  # zone suffixes ("weather.tools.") granted to a role held
-    orgs: frozenset[str] = frozenset()  # organisations the user belongs to
-
-    def allows(self, tool: ToolInfo) -> bool:
-        if tool.id in self.user or tool.org in self.orgs:
-            return True
-        zone = tool.zone
-        return any(zone == r or zone.endswith("." + r) for r in self.roles)
-
-
-@dataclass
-class _Entry:
-    tool: ToolInfo
-    discovered: float
-    last_used: float
-    uses: int = 0
-
-
-class ToolContext:
-    """Session tool cache: capacity over discovered tools, TTL then LRU eviction."""
-
-    def __init__(self, capacity: int, ttl: float, always: Iterable[ToolInfo] = ()) -> None:
-        if capacity < 1:
-            raise ValueError("capacity must be ≥ 1")
-        self.capacity = capacity
-        self.ttl = ttl
-        self.always = {t.id: t for t in always}
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()  # LRU order, oldest first
-        self.evicted: Counter[str] = Counter()  # reason -> tools evicted
-
-    def __contains__(self, tool_id: str) -> bool:
-        return tool_id in self.always or tool_id in self._entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def bound(self) -> list[ToolInfo]:
-        """Discovered tools in context, least recently used first."""
-        return [e.tool for e in self._entries.values()]
-
-    def tokens(self) -> int:
-        """Tokens of everything in context: meta-tool, always-include, discovered."""
-        return (META_TOOL_TOKENS + sum(t.tokens for t in self.always.values())
-                + sum(e.tool.tokens for e in self._entries.values()))
-
-    def tools_in_context(self) -> int:
-        return 1 + len(self.always) + len(self._entries)
-
-    def alive(self, tool_id: str, now: float) -> bool:
-        """Whether the tool is bound now; an expired discovered tool is evicted (TTL)."""
-        if tool_id in self.always:
-            return True
-        entry = self._entries.get(tool_id)
-        if entry is None:
-            return False
-        if now - entry.last_used > self.ttl:
-            self.evict(tool_id, "ttl")
-            return False
-        return True
-
-    def touch(self, tool_id: str, now: float) -> None:
-        """A use: last-used time and count (idempotent re-bind of §5.2)."""
-        entry = self._entries.get(tool_id)
-        if entry is not None:
-            entry.last_used = now
-            entry.uses += 1
-            self._entries.move_to_end(tool_id)
-
-    def bind(self, tools: Iterable[ToolInfo], now: float) -> list[str]:
-        """Bind discovered tools (or refresh them); evict on overflow. Returns evicted ids."""
-        for tool in tools:
-            if tool.id in self.always:
-                continue
-            entry = self._entries.get(tool.id)
-            if entry is None:
-                self._entries[tool.id] = _Entry(tool, now, now)
-            else:
-                entry.tool, entry.last_used = tool, now
-                self._entries.move_to_end(tool.id)
-        out: list[str] = []
-        if len(self._entries) > self.capacity:  # phase 1: TTL
-            for tid in [t for t, e in self._entries.items() if now - e.last_used > self.ttl]:
-                self.evict(tid, "ttl")
-                out.append(tid)
-        while len(self._entries) > self.capacity:  # phase 2: LRU
-            tid = next(iter(self._entries))
-            self.evict(tid, "lru")
-            out.append(tid)
-        return out
-
-    def evict(self, tool_id: str, reason: str) -> bool:
-        if self._entries.pop(tool_id, None) is None:
-            return False
-        self.evicted[reason] += 1
-        return True
-
-
-class IterationGuard:
-    """Loop detection over (tool, argument hash), §7.2; evict, never block. Two detectors:
-    the sliding window of the last ``window`` calls (catches A → B → A → B …) and, with
-    ``period``, a time-based counter (the same pair more than ``max_repeats`` times within
-    ``period`` seconds; older records are dropped)."""
-
-    def __init__(self, window: int, max_repeats: int, exempt: Iterable[str] = (),
-                 period: float | None = None) -> None:
-        self.window = window
-        self.max_repeats = max_repeats
-        self.exempt = frozenset(exempt)
-        self.period = period
-        self._calls: deque[tuple[str, str]] = deque(maxlen=max(window, 0))
-        self._times: dict[tuple[str, str], deque[float]] = {}
-        self.trips = 0
-
-    def record(self, tool_id: str, args: Mapping[str, object], now: float = 0.0) -> bool:
-        """A call that has run; True when it trips the guard (evict the tool)."""
-        if self.max_repeats <= 0 or tool_id in self.exempt or (
-                self.window <= 0 and self.period is None):
-            return False
-        pair = (tool_id, args_hash(args))
-        tripped = False
-        if self.window > 0:
-            self._calls.append(pair)
-            tripped = sum(p == pair for p in self._calls) > self.max_repeats
-        if self.period is not None:
-            for key in [k for k, ts in self._times.items() if now - ts[-1] > self.period]:
-                del self._times[key]  # garbage: nothing of it inside the period
-            times = self._times.setdefault(pair, deque())
-            times.append(now)
-            while now - times[0] > self.period:
-                times.popleft()
-            tripped = tripped or len(times) > self.max_repeats
-        if tripped:
-            self.trips += 1
-            self.reset(tool_id)
-        return tripped
-
-    def reset(self, tool_id: str) -> None:
-        """Re-discovery permits renewed use (§7.5): forget the tool's calls."""
-        kept = [p for p in self._calls if p[0] != tool_id]
-        self._calls.clear()
-        self._calls.extend(kept)
-        for key in [k for k in self._times if k[0] == tool_id]:
-            del self._times[key]
 
 
 @dataclass(frozen=True)
@@ -383,64 +153,6 @@ class Session:
 
 
 @dataclass
-class FallbackOutcome:
-    """A registry fallback: tools found and the exchange's MODELLED cost."""
-
-    tools: list[ToolInfo]
-    delay: float
-    bytes_up: int
-    bytes_down: int
-    packets: int
-    error: str | None = None
-
-
-class RegistryFallback:
-    """The marketplace fallback: one AgentDNS search, real HTTP/1.1 bytes between the real
-    client and server objects in process (no engine). Its delay is MODELLED: ``rtt`` (the
-    path model's round trip agent ↔ registry) per round trip the client counts, plus
-    ``server_time`` per request; its wire cost comes from ``cost(result)`` (the caller's
-    TCP model, e.g. :func:`sim.accounting.http_cost`) → (bytes up, bytes down, packets).
-    ``tool_of(url)`` maps a registry answer back to the tool it names."""
-
-    def __init__(self, client: RegistryAgent, server: RegistryServer, rtt: float,
-                 server_time: float, cost: Callable[[RegistryResult], tuple[int, int, int]],
-                 tool_of: Callable[[str], ToolInfo | None], peer: str = "agent") -> None:
-        self.client, self.server = client, server
-        self.rtt, self.server_time = rtt, server_time
-        self.cost, self.tool_of, self.peer = cost, tool_of, peer
-        self.calls = 0
-
-    def search(self, request: Discovery, now: float) -> FallbackOutcome:
-        self.calls += 1
-        client, t = self.client, now
-        result = client.ask(("fallback", self.calls), request, t)
-        done: list[RegistryResult] = []
-        for _ in range(64):  # a discovery is a handful of exchanges; never loop forever
-            done.extend(client.pop_done())
-            actions = client.to_send()
-            if not actions:
-                break
-            for act in actions:
-                conn = (self.peer, act.conn)
-                if act.kind == "open":  # SYN, SYN-ACK: one round trip
-                    t += self.rtt
-                    client.connected(act.conn, t)
-                elif act.kind == "send":
-                    reply, _close = self.server.receive(conn, act.data, t)
-                    t += self.rtt + self.server_time
-                    if reply:
-                        client.receive(act.conn, reply, t)
-                else:  # close: the server sees EOF
-                    self.server.receive(conn, b"", t)
-        done.extend(client.pop_done())
-        if all(r is not result for r in done) and result.error is None:
-            result.error = "registry exchange did not finish"
-        tools = [tool for e in result.endpoints if (tool := self.tool_of(e.target)) is not None]
-        up, down, packets = self.cost(result)
-        return FallbackOutcome(tools, t - now, up, down, packets, result.error)
-
-
-@dataclass
 class _Job:
     outer: StubResult
     key: tuple
@@ -466,7 +178,7 @@ class SessionAgent:
         self.registry = registry
         self.name = stub.name
         self.info: dict[int, JobInfo] = {}
-        self._jobs: dict[int, _Job] = {}  # inner tag -> job
+        self._jobs: dict[object, _Job] = {}  # inner tag -> job
         self._seq = 0
         self._done: list[StubResult] = []
         self._later: list[tuple[float, int, StubResult]] = []  # modelled fallbacks
@@ -478,12 +190,12 @@ class SessionAgent:
         return self.stub.resolver
 
     @property
-    def id_source(self) -> object:
+    def id_source(self) -> random.Random | None:
         return self.stub.id_source
 
     @id_source.setter
-    def id_source(self, value: object) -> None:
-        self.stub.id_source = value  # type: ignore[assignment]
+    def id_source(self, value: random.Random | None) -> None:
+        self.stub.id_source = value
 
     @property
     def ignored(self) -> int:
@@ -547,7 +259,7 @@ class SessionAgent:
         """Fold finished stub discoveries into their jobs (before the engine asks for
         packets, so a wider fallback's queries leave in the same turn)."""
         for inner in self.stub.pop_done():
-            job = self._jobs.pop(inner.tag)  # type: ignore[arg-type]
+            job = self._jobs.pop(inner.tag)
             self._absorb(job, inner, now)
 
     def _absorb(self, job: _Job, inner: StubResult, now: float) -> None:
@@ -622,9 +334,3 @@ class SessionAgent:
         info.evictions_guard = delta["guard"]
         info.tools_in_context = session.context.tools_in_context()
         info.context_tokens = session.context.tokens()
-
-
-def static_tokens(tools: Iterable[ToolInfo], scopes: Scopes | None = None) -> int:
-    """Static binding: every tool the user may use, in context at once (no meta-tool)."""
-    return sum(t.tokens for t in tools if scopes is None or scopes.allows(t))
-

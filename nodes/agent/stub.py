@@ -32,7 +32,7 @@ from nodes.dns.wire import (
 )
 from nodes.dns.wire import opt_record as _opt
 from nodes.dns.zone import Address
-from nodes.resolver.core import Discovery, Endpoint, Outgoing, Step, Transport
+from nodes.resolver.types import Discovery, Endpoint, Outgoing, Step, Transport
 
 TYPE_AAAA = 28
 _QTYPE_NAMES = {TYPE_SRV: "SRV", TYPE_A: "A", TYPE_AAAA: "AAAA"}
@@ -225,9 +225,10 @@ class StubAgent:
         a = next((str(rr.rdata) for rr in msg.rr if rr.rtype == p.qtype
                   and normalise(rr.rname) == p.qname), None)
         if a is not None:
-            field = "address" if p.qtype == TYPE_A else "address6"
-            p.result.endpoints = [replace(e, **{field: a}) if e.target == p.qname else e
-                                  for e in p.result.endpoints]
+            v4 = p.qtype == TYPE_A
+            p.result.endpoints = [
+                (replace(e, address=a) if v4 else replace(e, address6=a))
+                if e.target == p.qname else e for e in p.result.endpoints]
         missing = a is None and p.qtype == TYPE_A
         self._address_done(p.result, now, f"{p.qname}: no address" if missing else None)
 

@@ -2,10 +2,11 @@
 
 :func:`master_file` writes a :class:`nodes.dns.zone.ZoneData` as text: a header comment,
 ``$ORIGIN``, ``$TTL`` and one line per record, owners relative to the origin (``@`` for the
-apex), names in RDATA absolute. The records are :func:`nodes.authoritative.server.zone_records`:
-exactly the static records a ToolDNS server answers to standard questions (SOA, NS, the
-apex summary TXT, in-zone server addresses, delegations with NS and glue, tools' SRV at
-``_svc._proto.<zone>`` and A/TXT at their targets), the same records an AXFR sends.
+apex), names in RDATA absolute. The records are
+:func:`nodes.authoritative.zonestate.zone_records`: exactly the static records a ToolDNS
+server answers to standard questions (SOA, NS, the apex summary TXT, in-zone server
+addresses, delegations with NS and glue, tools' SRV at ``_svc._proto.<zone>`` and A/TXT at
+their targets), the same records an AXFR sends.
 
 Not exportable, and said so in the header: the intent answers (a cursor name such as
 ``_mcp._tcp._tools.`` with the EDNS0 intent option, answered by the top K of a semantic
@@ -30,8 +31,8 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nodes.authoritative.server import NS, SOA, SRV, TXT, A, zone_records
-from nodes.dns.codec import Rec, name_wire
+from nodes.authoritative.zonestate import zone_records
+from nodes.dns.codec import NS, SOA, SRV, TXT, A, Rec, name_wire
 from nodes.dns.wire import MAX_MESSAGE_SIZE
 from nodes.dns.zone import ZoneData
 
@@ -158,19 +159,20 @@ def _owner_text(owner: str, origin: str) -> str:
 
 def rdata_text(rec: Rec) -> str:
     """The RDATA of a server record (:class:`nodes.dns.codec.Rec`) in master-file form."""
-    rd = rec.rdata
+    fixed = [p for p in rec.rdata if isinstance(p, bytes)]  # in RDATA order
+    names = [p for p in rec.rdata if isinstance(p, str)]
     if rec.rtype == A:
-        return str(ipaddress.IPv4Address(rd[0]))  # type: ignore[arg-type]
+        return str(ipaddress.IPv4Address(fixed[0]))
     if rec.rtype == NS:
-        return str(rd[0])
+        return names[0]
     if rec.rtype == SOA:
-        serial, refresh, retry, expire, minimum = struct.unpack("!IIIII", rd[2])  # type: ignore[arg-type]
-        return f"{rd[0]} {rd[1]} {serial} {refresh} {retry} {expire} {minimum}"
+        serial, refresh, retry, expire, minimum = struct.unpack("!IIIII", fixed[0])
+        return f"{names[0]} {names[1]} {serial} {refresh} {retry} {expire} {minimum}"
     if rec.rtype == SRV:
-        priority, weight, port = struct.unpack("!HHH", rd[0])  # type: ignore[arg-type]
-        return f"{priority} {weight} {port} {rd[1]}"
+        priority, weight, port = struct.unpack("!HHH", fixed[0])
+        return f"{priority} {weight} {port} {names[0]}"
     if rec.rtype == TXT:
-        return txt_text(_split_character_strings(rd[0]))  # type: ignore[arg-type]
+        return txt_text(_split_character_strings(fixed[0]))
     raise ValueError(f"no master-file form for type {rec.rtype}")
 
 

@@ -33,8 +33,11 @@ _COUNTS = struct.Struct("!HHHH")
 _TYPE_CLASS_TTL = struct.Struct("!HHI")
 _SAFE = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*"
 _SAFE_OR_DOT = _SAFE + b"."
+#: Record types the servers write (AAAA only at tool targets of a zone with ``aaaa``),
+#: and the query types IXFR, AXFR and ANY.
+A, NS, CNAME, SOA, TXT, AAAA, SRV, IXFR, AXFR, ANY = 1, 2, 5, 6, 16, 28, 33, 251, 252, 255
 TYPE_OPT = 41
-COMPRESSIBLE_RDATA = frozenset({2, 6})  # NS, SOA
+COMPRESSIBLE_RDATA = frozenset({NS, SOA})
 
 
 class FormatError(ValueError):
@@ -215,7 +218,8 @@ def view_from_dnslib(wire: bytes) -> QueryView:
         buf.pack("!HH", q.qtype, q.qclass)
         question = bytes(buf.data)
     opts = [rr for rr in msg.ar if rr.rtype == TYPE_OPT]
-    opt_udp, opt_ttl, options = None, 0, ()
+    opt_udp, opt_ttl = None, 0
+    options: tuple[tuple[int, bytes], ...] = ()
     if opts:
         opt_udp, opt_ttl = opts[0].rclass, opts[0].ttl
         options = tuple((o.code, bytes(o.data)) for o in opts[0].rdata)
@@ -327,17 +331,20 @@ class Rec:
     * ``pieces``: what :func:`put_record` appends, in order: fixed ``bytes``, names to
       compress (:data:`PreparedName`) and the :data:`RDATA` marker, after which RDLENGTH
       (the two bytes before it) is patched. Usually (owner name, TYPE · CLASS · TTL ·
-      RDLENGTH · RDATA); for NS/SOA (owner, TYPE · CLASS · TTL · 0, RDATA, RDATA parts…).
+      RDLENGTH · RDATA); for NS/SOA (owner, TYPE · CLASS · TTL · 0, RDATA, RDATA parts…);
+    * ``split``: (owner name, the rest) when the owner is the only name to compress, else
+      None.
     """
 
-    __slots__ = ("owner", "pieces", "rdata", "rtype", "ttl", "wire")
+    __slots__ = ("owner", "pieces", "rdata", "rtype", "split", "ttl", "wire")
 
     owner: str
     rtype: int
     ttl: int
     rdata: tuple[bytes | str, ...]
     wire: bytes | None
-    pieces: tuple[bytes | PreparedName | object, ...]
+    pieces: tuple[bytes | PreparedName | _Marker, ...]
+    split: tuple[PreparedName, bytes] | None
 
     def __init__(self, owner: str, rtype: int, ttl: int, rdata: tuple[bytes | str, ...]) -> None:
         self.owner = owner
@@ -349,12 +356,15 @@ class Rec:
         if rtype in COMPRESSIBLE_RDATA and any(isinstance(p, str) for p in rdata):
             parts = tuple(prepare_name(p) if isinstance(p, str) else p for p in rdata)
             self.pieces = (first, head + b"\x00\x00", RDATA, *parts)
-            self.wire = None
+            self.wire = self.split = None
             return
         raw = b"".join(name_wire(p) if isinstance(p, str) else p for p in rdata)
         tail = head + len(raw).to_bytes(2, "big") + raw
         self.pieces = (first, tail)
-        self.wire = first + tail if isinstance(first, bytes) else None
+        if isinstance(first, bytes):
+            self.wire, self.split = first + tail, None
+        else:
+            self.wire, self.split = None, (first, tail)
 
     def __repr__(self) -> str:
         return f"Rec({self.owner!r}, {self.rtype}, {self.ttl}, {self.rdata!r})"
@@ -373,12 +383,12 @@ def put_record(buf: bytearray, names: dict[str, int], rec: Rec) -> None:
     """Append ``rec``, compressing its owner and (NS/SOA) RDATA names against ``names``."""
     rdata = 0
     for piece in rec.pieces:
-        if piece.__class__ is bytes:
-            buf += piece  # type: ignore[operator]
-        elif piece is RDATA:
+        if piece.__class__ is bytes:  # (not isinstance: this runs per piece of a reply)
+            buf += piece
+        elif piece.__class__ is tuple:
+            put_name(buf, names, piece)
+        else:  # the RDATA marker
             rdata = len(buf)
-        else:
-            put_name(buf, names, piece)  # type: ignore[arg-type]
     if rdata:
         buf[rdata - 2 : rdata] = (len(buf) - rdata).to_bytes(2, "big")
 

@@ -40,8 +40,10 @@ import dns.exception
 import dns.flags
 import dns.message
 import dns.name
+import dns.rcode
 import dns.rdata
 import dns.rdataclass
+import dns.rdataset
 import dns.rdatatype
 import dns.rrset
 from cryptography.exceptions import InvalidSignature
@@ -82,7 +84,7 @@ def _signed_data(rrset: dns.rrset.RRset, sig: RrsigRdata) -> bytes:
     """RFC 4034 §3.1.8.1: RRSIG RDATA without the signature, then the RRset in canonical
     form (lower-case owner, original TTL, RDATA in canonical order)."""
     head = sig.replace(signature=b"").to_digestable()
-    owner = rrset.name.canonicalize().to_wire()
+    owner = rrset.name.canonicalize().to_digestable()
     fixed = struct.pack("!HHI", rrset.rdtype, rrset.rdclass, sig.original_ttl)
     body = b"".join(owner + fixed + struct.pack("!H", len(rd)) + rd
                     for rd in sorted(r.to_digestable() for r in rrset))
@@ -93,20 +95,21 @@ def sign_rrset(rrset: dns.rrset.RRset, key: Ed25519PrivateKey, signer: str,
                key_tag: int | None = None) -> RrsigRdata:
     """An RRSIG over ``rrset`` by ``signer``'s key (deterministic: Ed25519)."""
     tag = key_tag if key_tag is not None else dns.dnssec.key_id(dnskey_of(key))
-    sig = RrsigRdata(IN, RRSIG, rrset.rdtype, ED25519, len(rrset.name) - 1, rrset.ttl,
-                     EXPIRATION, INCEPTION, tag, dns.name.from_text(signer), b"")
-    return sig.replace(signature=key.sign(_signed_data(rrset, sig)))
+    fields = (IN, RRSIG, rrset.rdtype, ED25519, len(rrset.name) - 1, rrset.ttl, EXPIRATION,
+              INCEPTION, tag, dns.name.from_text(signer))
+    signature = key.sign(_signed_data(rrset, RrsigRdata(*fields, b"")))
+    return RrsigRdata(*fields, signature)
 
 
 def verify_rrset(rrset: dns.rrset.RRset, sigs: dns.rrset.RRset, signer: dns.name.Name,
-                 keys: object) -> None:
+                 keys: dns.rdataset.Rdataset) -> None:
     """Raise BogusError unless one RRSIG in ``sigs`` by ``signer`` verifies with a key."""
     for sig in sigs:
         if sig.signer != signer or sig.type_covered != rrset.rdtype:
             continue
         if not sig.inception <= VALIDATION_TIME <= sig.expiration:
             continue
-        for key in keys:  # type: ignore[attr-defined]
+        for key in keys:
             if key.algorithm != ED25519 or dns.dnssec.key_id(key) != sig.key_tag:
                 continue
             try:
@@ -123,7 +126,7 @@ def _nsec(name: dns.name.Name, types: Sequence[int], ttl: int) -> dns.rrset.RRse
     it covers no other name."""
     listed = sorted({*types, RRSIG, NSEC})
     text = "\\000." + name.to_text() + " " + " ".join(
-        dns.rdatatype.to_text(t) for t in listed)
+        dns.rdatatype.to_text(dns.rdatatype.RdataType.make(t)) for t in listed)
     return dns.rrset.from_rdata(name, ttl, dns.rdata.from_text(IN, NSEC, text))
 
 
@@ -186,7 +189,7 @@ class ZoneSigner:
         origin = dns.name.from_text(zone)
         if q.rdtype == DNSKEY and q.name == origin:  # the apex key set, self-signed
             keys = dns.rrset.from_rdata(origin, KEY_TTL, self.dnskeys[zone])
-            msg.set_rcode(0)
+            msg.set_rcode(dns.rcode.NOERROR)
             msg.flags |= dns.flags.AA
             msg.answer = [keys]
             msg.authority = []
@@ -226,7 +229,7 @@ def _sigs(section: list[dns.rrset.RRset], name: dns.name.Name, rdtype: int
 
 
 def _validate(rrset: dns.rrset.RRset, sigs: dns.rrset.RRset | None, signer: dns.name.Name,
-              keys: object, what: str) -> None:
+              keys: dns.rdataset.Rdataset, what: str) -> None:
     if sigs is None:
         raise BogusError(f"{what}: no RRSIG")
     try:
@@ -252,7 +255,10 @@ def check_dnskey(wire: bytes, zone: str, ds_set: list) -> object:
 def check_answer(wire: bytes, zone: str, keys: object) -> dict[str, list]:
     """Validate every signed part of an answer from ``zone``'s servers: answer RRsets and,
     for a referral, the DS set of each child (NS and glue are not signed by the parent).
-    Returns the validated DS records per child zone."""
+    ``keys``: the zone's DNSKEY set as :func:`check_dnskey` returns it. Returns the
+    validated DS records per child zone."""
+    if not isinstance(keys, dns.rdataset.Rdataset):
+        raise TypeError(f"keys: a DNSKEY rdataset (check_dnskey), not {type(keys).__name__}")
     msg = dns.message.from_wire(wire)
     signer = dns.name.from_text(zone)
     for rrset in msg.answer:

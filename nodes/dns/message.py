@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import struct
 from collections import OrderedDict
+from typing import Any
 
 from dnslib import DNSRecord
 
@@ -77,7 +78,11 @@ class Record:
 
     __slots__ = ("rclass", "rdata", "rname", "rtype", "ttl")
 
-    def __init__(self, rname: str, rtype: int, rclass: int, ttl: int, rdata: object) -> None:
+    # Any: read by attribute (``rdata.target``) exactly as dnslib's untyped RDATA objects
+    # are, by code that takes either kind of message
+    rdata: Any
+
+    def __init__(self, rname: str, rtype: int, rclass: int, ttl: int, rdata: Any) -> None:
         self.rname, self.rtype, self.rclass, self.ttl, self.rdata = (
             rname, rtype, rclass, ttl, rdata)
 
@@ -290,7 +295,9 @@ def parse_response(wire: bytes) -> Message | None:
         if len(_MEMO) >= MEMO_SIZE:
             _MEMO.popitem(last=False)
         _MEMO[key] = ((bitmap, qd, an, ns, ar_count), questions, *sections)
-    return Message(Header(qid, bitmap, qd, an, ns, ar_count), questions, *sections, wire)
+    answer, authority, additional = sections
+    return Message(Header(qid, bitmap, qd, an, ns, ar_count), questions, answer, authority,
+                   additional, wire)
 
 
 def plain_name(name: str) -> bytes | None:

@@ -207,13 +207,13 @@ _NORMAL_MAX = 1 << 16
 def normalise(name: str | DNSLabel) -> str:
     """Lower-case absolute form with a trailing dot (``tools.``)."""
     if name.__class__ is str:
-        hit = _NORMAL.get(name)  # type: ignore[arg-type]
+        hit = _NORMAL.get(name)
         if hit is not None:
             return hit
     text = str(name).lower()
     text = text if text.endswith(".") else text + "."
     if name.__class__ is str and len(_NORMAL) < _NORMAL_MAX:
-        _NORMAL[name] = text  # type: ignore[index]
+        _NORMAL[name] = text
     return text
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 from urllib.parse import quote, urlencode, urlsplit
 
 import h11
@@ -40,10 +40,20 @@ from nodes.registry.pki import (
     verify_chain,
     verify_signature,
 )
-from nodes.resolver.core import Discovery, Endpoint
-from nodes.scoring import Scorer, top_k
+from nodes.resolver.types import Discovery, Endpoint
+from nodes.scoring import ScoreIndex, Scorer, top_k
 
+#: The registries this client speaks (the simulator's table, ``sim.build.registries``,
+#: names the same kinds; nodes cannot import it, a test checks the two agree).
 RegistryKind = Literal["agentdns", "ans"]
+
+
+def registry_kind(name: str) -> RegistryKind:
+    """``name`` as a kind this client speaks; ValueError for any other."""
+    for kind in get_args(RegistryKind):
+        if name == kind:
+            return kind
+    raise ValueError(f"no registry client speaks kind {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +176,7 @@ class RegistryAgent:
         self._idle: list[_Conn] = []
         self._out: list[ConnAction] = []
         self._done: list[RegistryResult] = []
-        self._caps: dict[str, tuple[float, list[dict], object]] = {}  # service -> cache
+        self._caps: dict[str, tuple[float, list[dict], ScoreIndex]] = {}  # service -> cache
         self._ocsp: dict[str, float] = {}  # serial -> good until
         self.ignored = 0
 
@@ -337,7 +347,7 @@ class RegistryAgent:
             cached = self._caps[req.service] = (now + self.config.cache_ttl, caps, index)
         _, caps, index = cached
         result.examined += len(caps)
-        best = top_k(index.scores(req.intent), 1)  # type: ignore[attr-defined]
+        best = top_k(index.scores(req.intent), 1)
         if not best:
             return
         capability = caps[best[0]]["name"]

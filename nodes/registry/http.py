@@ -109,7 +109,7 @@ def _head_size(request: h11.Request) -> int:
             + sum(len(k) + len(v) + 4 for k, v in request.headers) + 2)
 
 
-def _pairs(headers: h11._headers.Headers) -> Headers:  # type: ignore[name-defined]
+def _pairs(headers: h11._headers.Headers) -> Headers:
     return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
 
 

@@ -1,3 +1,5 @@
-"""The recursive resolver (sans-IO): core, caches, Algorithm 1's walk, stock iteration,
-validation, stub clients.
+"""The recursive resolver (sans-IO): ``core`` drives the parts — ``walk`` (Algorithm 1),
+``iterate`` (stock resolution), ``validate`` (DNSSEC) — over ``caches`` and ``infra`` (SRTT);
+``clients`` serves stubs; ``merge`` is the beam/merge policy; ``types`` and ``config`` the
+shared data.
 """

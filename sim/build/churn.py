@@ -37,16 +37,27 @@ import json
 import random
 import statistics
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import pandas as pd
 
-from nodes.dns.zone import ToolRecord
-from nodes.registry.server import RegistryTool
+from nodes.agent.stub import StubResult
+from nodes.dns.zone import ToolRecord, ZoneData
+from nodes.registry.agentdns import AgentDNSRegistry
+from nodes.registry.ans import ANSRegistry
+from nodes.registry.base import RegistryTool
+from nodes.registry.client import RegistryResult
+from nodes.resolver.types import Endpoint
+from sim.build.hierarchy import Hierarchy
+from sim.build.registries import RegistrySetup
 from sim.build.workload import Job
-from sim.scenario import Scenario, ScenarioError, SchemeSpec
-from topologies.namespace import TLD, Namespace, Query, dns_label
+from sim.errors import ScenarioError
+from sim.scenario import ChurnEvent, ChurnProbes, ChurnSpec, Scenario
+from sim.schemes import SchemeSpec
+from topologies.labels import dns_label
+from topologies.namespace import TLD, Namespace, Query, Tool
 
 PROBE_SOURCE = "churn-probe"
 CHURN_ADDRESSES = "127.66"  # new endpoints: 127.66.X.Y (tools live in 127.64.0.0/16)
@@ -55,6 +66,27 @@ NEW_PORT = 10_000  # a moved tool's new port: NEW_PORT + change index
 #: at one instant run in either order, so no probe is due at the change itself
 PROBE_LAG = 0.001
 STALE = ("old", "mixed")  # answer states counted as stale (see ChurnSchedule._state)
+
+
+class RunView(Protocol):
+    """What churn reads of a run plan (:class:`sim.build.runplan.RunPlan`, which refers to
+    this module: not imported here)."""
+
+    @property
+    def scheme(self) -> str: ...
+    @property
+    def hierarchy(self) -> Hierarchy: ...
+    @property
+    def registry(self) -> RegistrySetup | None: ...
+    @property
+    def agent_order(self) -> list[str]: ...
+
+
+class Answers(Protocol):
+    """What churn reads of an engine's output (:class:`sim.engines.base.EngineOutput`)."""
+
+    @property
+    def stubs(self) -> Sequence[tuple[Job, StubResult | RegistryResult]]: ...
 
 
 @dataclass(frozen=True)
@@ -73,7 +105,7 @@ class Change:
     new: ToolRecord | None  # None for remove
 
 
-def _record(tool) -> ToolRecord:  # type: ignore[no-untyped-def]
+def _record(tool: Tool) -> ToolRecord:
     """A namespace tool as its leaf publishes it (as ``Namespace.zone_data`` builds it)."""
     return ToolRecord(tool.id, tool.name, tool.description, tool.service,
                       f"{tool.slug}.{tool.zone}", tool.address, tool.port, tool.org)
@@ -103,23 +135,27 @@ class ChurnSchedule:
     probe_of: dict[int, int]  # probe job index -> change index
     applied: dict[str, dict[int, float]] = field(default_factory=dict)  # scheme -> times
     states: dict[tuple[str, int], str] = field(default_factory=dict)  # (scheme, job) ->
-    _originals: dict[tuple[str, str], object] = field(default_factory=dict)
+    _originals: dict[tuple[str, str], ZoneData] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ applying
 
-    def timeline(self, plan) -> list[tuple[float, Callable[[float], None]]]:  # type: ignore[no-untyped-def]
+    def timeline(self, plan: RunView) -> list[tuple[float, Callable[[float], None]]]:
         """(workload time, apply(now)) for every change, in order; engines call ``apply``
         with their node time when the workload time comes."""
-        return [(ch.at, lambda now, ch=ch: self.apply(plan, ch, now)) for ch in self.changes]
+        def applying(ch: Change) -> Callable[[float], None]:
+            return lambda now: self.apply(plan, ch, now)
 
-    def apply(self, plan, ch: Change, now: float) -> None:  # type: ignore[no-untyped-def]
+        return [(ch.at, applying(ch)) for ch in self.changes]
+
+    def apply(self, plan: RunView, ch: Change, now: float) -> None:
         """Make one change on the plan's servers (a zone reload) or its registry index."""
         self.applied.setdefault(plan.scheme, {})[ch.index] = now
         remove = [ch.old.tool_id] if ch.old is not None and ch.new is None else []
         add = [ch.new] if ch.new is not None else []
         if plan.registry is not None:
-            plan.registry.server.app.apply_change(
-                [_registry_tool(t, ch.zone) for t in add], remove)
+            app = plan.registry.server.app
+            assert isinstance(app, AgentDNSRegistry | ANSRegistry)  # the registry schemes
+            app.apply_change([_registry_tool(t, ch.zone) for t in add], remove)
             return
         for ip, zone in plan.hierarchy.zone_of.items():
             if zone == ch.zone:
@@ -127,7 +163,7 @@ class ChurnSchedule:
                 self._originals.setdefault((ip, zone), server.zone_data(zone))
                 server.apply_change(zone, add, remove)
 
-    def restore(self, plan) -> None:  # type: ignore[no-untyped-def]
+    def restore(self, plan: RunView) -> None:
         """Put the changed zones back (servers are shared by the schemes of a run)."""
         for (ip, _zone), data in self._originals.items():
             plan.hierarchy.servers[ip].add_zone(data)
@@ -135,34 +171,37 @@ class ChurnSchedule:
 
     # ------------------------------------------------------------------ measuring
 
-    def _state(self, kind: str, ch: Change, endpoints: list, error: bool) -> str:
+    def _state(self, kind: str, ch: Change, endpoints: list[Endpoint], error: bool) -> str:
         if error:
             return "error"
         keys = [e.target for e in endpoints]
         if ch.action == "add":
-            return "new" if _key(kind, ch.new, ch.zone) in keys else "old"  # type: ignore[arg-type]
-        key = _key(kind, ch.old, ch.zone)  # type: ignore[arg-type]
+            assert ch.new is not None
+            return "new" if _key(kind, ch.new, ch.zone) in keys else "old"
+        assert ch.old is not None  # moved or removed
+        key = _key(kind, ch.old, ch.zone)
         if ch.action == "remove":
             return "old" if key in keys else "new"
+        assert ch.new is not None  # moved
         eps = [e for e in endpoints if e.target == key]
         if not eps:
             return "absent"
         if eps[0].address is None:
             return "unknown"
         where = (eps[0].address, eps[0].port)
-        if where == (ch.new.address, ch.new.port):  # type: ignore[union-attr]
+        if where == (ch.new.address, ch.new.port):
             return "new"
-        if where == (ch.old.address, ch.old.port):  # type: ignore[union-attr]
+        if where == (ch.old.address, ch.old.port):
             return "old"
         # one part old: e.g. the leaf's new SRV (port) with a cached A (old address)
-        return "mixed" if ch.old.address in where or ch.old.port in where else "other"  # type: ignore[union-attr]
+        return "mixed" if ch.old.address in where or ch.old.port in where else "other"
 
-    def measure(self, engine: str, scheme: SchemeSpec, plan, output,  # type: ignore[no-untyped-def]
-                stub_walks: Callable[..., list]) -> list[dict]:
+    def measure(self, engine: str, scheme: SchemeSpec, plan: RunView, output: Answers,
+                stub_walks: Callable[..., list[Any]]) -> list[dict[str, Any]]:
         """One row per change for this scheme (``churn.csv``); remembers each probe's and
         each stale workload answer's state for :meth:`annotate`. ``stub_walks(output,
         agent address, stub)``: the resolver walks behind a ToolDNS answer
-        (``sim.run.runner.stub_walks``)."""
+        (``sim.run.records.stub_walks``)."""
         kind = scheme.kind
 
         def walks(job: Job, res: object) -> list:
@@ -223,7 +262,8 @@ class ChurnSchedule:
         return rows
 
     @staticmethod
-    def _source(kind: str, job: Job, res, walks) -> str:  # type: ignore[no-untyped-def]
+    def _source(kind: str, job: Job, res: object, walks: Callable[[Job, object], list[Any]]
+                ) -> str:
         """Which cache served a stale answer (see the module doc)."""
         if kind != "tooldns":
             return "registry"
@@ -288,31 +328,43 @@ def _new_address(i: int) -> str:
     return f"{CHURN_ADDRESSES}.{i // 250}.{i % 250 + 1}"
 
 
-def plan_churn(sc: Scenario, ns: Namespace, jobs: list[Job], engine: str
+WHERE = "workload.churn"
+
+
+def plan_churn(sc: Scenario, ns: Namespace, jobs: list[Job]
                ) -> tuple[ChurnSchedule, list[Job]]:
     """The run's changes (drawn from the seed) and the jobs with the probes appended.
     Raises :class:`ScenarioError` for what cannot run, before anything runs."""
     spec = sc.workload.churn
     assert spec is not None
-    where = "workload.churn"
-    if engine not in ("simpy", "live"):
-        raise ScenarioError(f"{where}: the {engine} engine does not apply tool changes "
-                            f"(simpy and live do)")
-    if sc.engine_options.shards.workers > 1:
-        raise ScenarioError(f"{where}: not with engine_options.shards (one process applies "
-                            f"the changes)")
-    if sc.workload.arrival.process == "closed":
-        raise ScenarioError(f"{where}: needs timed arrivals (poisson or trace); a closed "
-                            f"loop has no workload times to change tools at")
-    if sc.namespace.dnssec:
-        raise ScenarioError(f"{where}: not with namespace.dnssec (changed zones are not "
-                            f"re-signed)")
-    if spec.probes.agent >= sc.network.agents:
-        raise ScenarioError(f"{where}.probes.agent: {spec.probes.agent} but the network has "
-                            f"{sc.network.agents} agents")
+    _check(sc, spec)
     end = max((j.at for j in jobs if j.at is not None), default=0.0)
     if sc.duration is not None:
         end = max(end, sc.duration)
+    changes = _draw_changes(sc.seed, spec, ns, end)
+    out, probe_of = _with_probes(jobs, changes, spec.probes)
+    return ChurnSchedule(sc, changes, probe_of), out
+
+
+def _check(sc: Scenario, spec: ChurnSpec) -> None:
+    """What churn cannot run with (ScenarioError)."""
+    if sc.engine_options.shards.workers > 1:
+        raise ScenarioError(f"{WHERE}: not with engine_options.shards (one process applies "
+                            f"the changes)")
+    if sc.workload.arrival.process == "closed":
+        raise ScenarioError(f"{WHERE}: needs timed arrivals (poisson or trace); a closed "
+                            f"loop has no workload times to change tools at")
+    if sc.namespace.dnssec:
+        raise ScenarioError(f"{WHERE}: not with namespace.dnssec (changed zones are not "
+                            f"re-signed)")
+    if spec.probes.agent >= sc.network.agents:
+        raise ScenarioError(f"{WHERE}.probes.agent: {spec.probes.agent} but the network has "
+                            f"{sc.network.agents} agents")
+
+
+def _draw_changes(seed: int, spec: ChurnSpec, ns: Namespace, end: float) -> list[Change]:
+    """Every event's changes, events in time order, each drawn from its own seeded stream
+    over the leaves as the earlier changes left them (a tool is changed at most once)."""
     leaves = sorted(z for z in ns.leaves() if ns.zones[z].tools)
     live: dict[str, list[ToolRecord]] = {z: [_record(ns.tools[t]) for t in ns.zones[z].tools]
                                          for z in leaves}
@@ -321,56 +373,76 @@ def plan_churn(sc: Scenario, ns: Namespace, jobs: list[Job], engine: str
     order = sorted(range(len(spec.events)), key=lambda i: (spec.events[i].at, i))
     for e in order:
         ev = spec.events[e]
-        field_ = f"{where}.events[{e}]"
+        field_ = f"{WHERE}.events[{e}]"
         if ev.at > end:
             raise ScenarioError(f"{field_}.at: {ev.at:g} s is after the workload's last "
                                 f"query ({end:g} s)")
+        zone = None
         if ev.zone is not None:
             zone = ev.zone if ev.zone.endswith(".") else ev.zone + "."
             if zone not in live:
                 raise ScenarioError(f"{field_}.zone: {ev.zone!r} is not a leaf zone with "
                                     f"tools (e.g. {leaves[0] if leaves else 'none'})")
-        rng = random.Random(f"churn-{sc.seed}-{e}")
+        rng = random.Random(f"churn-{seed}-{e}")
         for _ in range(ev.count):
-            if ev.action == "add":
-                pool = [zone] if ev.zone is not None else leaves
-            else:
-                pool = [z for z in ([zone] if ev.zone is not None else leaves)
-                        if any(t.tool_id not in touched for t in live[z])]
-                if not pool:
-                    n = sum(t.tool_id not in touched for z in live for t in live[z]
-                            if ev.zone is None or z == zone)
-                    raise ScenarioError(
-                        f"{field_}.count: {ev.action} of {ev.count} tools but "
-                        f"{'leaf ' + repr(ev.zone) if ev.zone else 'the namespace'} has "
-                        f"{n} tools not changed before")
-            z = pool[rng.randrange(len(pool))]
-            i = len(changes)
-            if ev.action == "add":
-                tpl = live[z][rng.randrange(len(live[z]))]
-                marker = f"churnadd{i}"
-                slug = dns_label(f"{marker}-{tpl.target.split('.', 1)[0]}")
-                new = replace(tpl, tool_id=f"churn-{i}", name=f"{tpl.name} {marker}",
-                              description=f"{tpl.description} {marker}",
-                              target=f"{slug}.{z}", address=_new_address(i))
-                old = None
-                live[z].append(new)
-                touched.add(new.tool_id)
-            else:
-                cand = [t for t in live[z] if t.tool_id not in touched]
-                old = cand[rng.randrange(len(cand))]
-                touched.add(old.tool_id)
-                if ev.action == "change":
-                    new = replace(old, address=_new_address(i), port=NEW_PORT + i)
-                    live[z] = [new if t is old else t for t in live[z]]
-                else:
-                    new = None
-                    live[z] = [t for t in live[z] if t is not old]
-            tool = new or old
-            assert tool is not None
-            changes.append(Change(i, e, ev.at, ev.action, z, tool.tool_id, tool.service,
-                                  f"{tool.name} {tool.description}", old, new))
-    probes = spec.probes
+            z = _pick_zone(ev, zone, field_, leaves, live, touched, rng)
+            changes.append(_change(len(changes), e, ev, z, live, touched, rng))
+    return changes
+
+
+def _pick_zone(ev: ChurnEvent, zone: str | None, field_: str, leaves: list[str],
+               live: dict[str, list[ToolRecord]], touched: set[str],
+               rng: random.Random) -> str:
+    """The leaf one change of ``ev`` happens at (``zone``: the event's, else any leaf)."""
+    if ev.action == "add":
+        pool = [zone] if zone is not None else leaves
+    else:
+        pool = [z for z in ([zone] if zone is not None else leaves)
+                if any(t.tool_id not in touched for t in live[z])]
+        if not pool:
+            n = sum(t.tool_id not in touched for z in live for t in live[z]
+                    if zone is None or z == zone)
+            raise ScenarioError(
+                f"{field_}.count: {ev.action} of {ev.count} tools but "
+                f"{'leaf ' + repr(ev.zone) if ev.zone else 'the namespace'} has "
+                f"{n} tools not changed before")
+    return pool[rng.randrange(len(pool))]
+
+
+def _change(i: int, e: int, ev: ChurnEvent, z: str, live: dict[str, list[ToolRecord]],
+            touched: set[str], rng: random.Random) -> Change:
+    """Change ``i`` (of event ``e``) at leaf ``z``; ``live`` and ``touched`` updated."""
+    old: ToolRecord | None
+    new: ToolRecord | None
+    if ev.action == "add":
+        tpl = live[z][rng.randrange(len(live[z]))]
+        marker = f"churnadd{i}"
+        slug = dns_label(f"{marker}-{tpl.target.split('.', 1)[0]}")
+        added = replace(tpl, tool_id=f"churn-{i}", name=f"{tpl.name} {marker}",
+                        description=f"{tpl.description} {marker}", target=f"{slug}.{z}",
+                        address=_new_address(i))
+        old, new = None, added
+        live[z].append(added)
+        touched.add(added.tool_id)
+    else:
+        cand = [t for t in live[z] if t.tool_id not in touched]
+        old = cand[rng.randrange(len(cand))]
+        touched.add(old.tool_id)
+        if ev.action == "change":
+            new = replace(old, address=_new_address(i), port=NEW_PORT + i)
+            live[z] = [new if t is old else t for t in live[z]]
+        else:
+            new = None
+            live[z] = [t for t in live[z] if t is not old]
+    tool = new or old
+    assert tool is not None
+    return Change(i, e, ev.at, ev.action, z, tool.tool_id, tool.service,
+                  f"{tool.name} {tool.description}", old, new)
+
+
+def _with_probes(jobs: list[Job], changes: list[Change], probes: ChurnProbes
+                 ) -> tuple[list[Job], dict[int, int]]:
+    """The jobs with every change's probe jobs appended, and probe job index -> change."""
     out = list(jobs)
     probe_of: dict[int, int] = {}
     timed = sorted((j.at, j.phase) for j in jobs if j.at is not None)
@@ -390,4 +462,4 @@ def plan_churn(sc: Scenario, ns: Namespace, jobs: list[Job], engine: str
                            at=round(t, 9)))
             m += 1
             t = first + m * probes.interval
-    return ChurnSchedule(sc, changes, probe_of), out
+    return out, probe_of

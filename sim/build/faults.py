@@ -1,6 +1,6 @@
 """Fault schedules: crashes and restarts, slow or lossy nodes, link delay and partitions.
 
-A scenario's ``faults:`` list (:class:`sim.scenario.FaultSpec`) is turned, per run, into a
+A scenario's ``faults:`` list (:class:`sim.faultspec.FaultSpec`) is turned, per run, into a
 :class:`FaultPlan`: every fault as concrete intervals on concrete addresses. Random
 processes (``rate``) are drawn up front from a generator seeded by the scenario seed and
 the fault's position, so every engine and every scheme sees the very same timeline.
@@ -27,15 +27,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sim.scenario import FaultSpec, FaultsSpec, Scenario, ScenarioError, SchemeSpec
-
-if TYPE_CHECKING:
-    from sim.build.runplan import RunPlan
+from sim.errors import ScenarioError
+from sim.faultspec import FaultSpec, FaultsSpec
+from sim.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -132,6 +131,7 @@ def build_fault_plan(spec: FaultsSpec, nodes: Nodes, seed: int, horizon: float) 
             end = f.at + f.duration if f.duration is not None else float("inf")
             intervals.append(_interval(i, f, f.at, end, frozenset(targets), peers))
             continue
+        assert f.duration is not None  # validated: a rate comes with its mean duration
         rng = np.random.default_rng([seed, 7, i])
         for address in sorted(targets):  # each target fails on its own
             t = f.at
@@ -178,7 +178,9 @@ class FaultPlan:
 
     def down(self, address: str, t: float) -> bool:
         ivs = self._by_node.get(address)
-        return bool(ivs) and any(iv.kind == "down" for iv in self._active(ivs, t))
+        if not ivs:
+            return False
+        return any(iv.kind == "down" for iv in self._active(ivs, t))
 
     def active_at(self, t: float) -> bool:
         """Is any fault active at node time ``t``?"""
@@ -271,7 +273,8 @@ REGISTRY_NET = "127.0.80."
 
 
 def registry_address(i: int) -> str:
-    """Address of registry replica ``i`` (replica 0 is ``sim.build.registries.REGISTRY_ADDRESS``)."""
+    """Address of registry replica ``i`` (replica 0 is
+    ``sim.build.registries.REGISTRY_ADDRESS``)."""
     return f"{REGISTRY_NET}{i + 1}"
 
 
@@ -280,37 +283,6 @@ def registry_order(replicas: int, agent_index: int) -> list[str]:
     (round-robin DNS), each tried in turn as ``socket.create_connection`` does."""
     first = agent_index % replicas
     return [registry_address((first + i) % replicas) for i in range(replicas)]
-
-
-def run_nodes(plan: RunPlan, registries: int) -> Nodes:
-    """Selectable nodes of a plan (``registries``: replicas the scenario's schemes use)."""
-    zone_servers: dict[str, list[str]] = {}
-    roles: dict[str, str] = {}
-    orgs: dict[str, str | None] = {}
-    for m in plan.hierarchy.manifest:
-        zone_servers.setdefault(m["zone"], []).append(m["address"])
-        roles[m["address"]] = m["role"]
-        orgs[m["address"]] = m["org"]
-    return Nodes(zone_servers, roles, orgs, [registry_address(i) for i in range(registries)],
-                 list(plan.resolvers), list(plan.agent_order))
-
-
-def attach_faults(sc: Scenario, scheme: SchemeSpec, plan: RunPlan) -> None:
-    """Give ``plan`` its registry replica count and (if the scenario has faults) its
-    :class:`FaultPlan`; ScenarioError when a selector names nothing."""
-    regs = [s.replicas for s in sc.schemes if s.kind != "tooldns"]
-    if scheme.kind != "tooldns":
-        plan.registry_replicas = scheme.replicas
-    spec = sc.faults
-    if spec is None:
-        return
-    if spec.horizon is not None:
-        horizon = spec.horizon
-    else:
-        times = [j.at for j in plan.jobs if j.at is not None]
-        horizon = (max(times) if times else sc.duration or 600.0) + 60.0
-    plan.faults = build_fault_plan(spec, run_nodes(plan, max(regs, default=0)), sc.seed,
-                                   horizon)
 
 
 # ------------------------------------------------------------------ metrics
@@ -329,14 +301,14 @@ def fault_report(sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
     df = df.copy()
     during = pd.Series(False, index=df.index)
     rel = pd.Series(0.0, index=df.index)
-    for scheme, plan in plans.items():
+    for name, plan in plans.items():
         if plan is None:
             continue
-        rows = df.scheme == scheme
+        rows = df.scheme == name
         rel[rows] = df.sent_s[rows] - plan.origin
-        during[rows] = [plan.active_at(t) for t in df.sent_s[rows]]
+        during[rows] = np.array([plan.active_at(t) for t in df.sent_s[rows]], dtype=bool)
     df["during_fault"] = during
-    out: dict = {"bin_s": width, "schemes": {}}
+    out: dict[str, Any] = {"bin_s": width, "schemes": {}}
     for scheme, g in df.groupby("scheme", sort=False):
         plan = plans.get(str(scheme))
         ok = g[g.success]
@@ -347,7 +319,7 @@ def fault_report(sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
         timeline = [[round(float(b * width), 6), len(x), round(float(x.success.mean()), 6)]
                     for b, x in g.groupby(bins)]
         d = g[g.during_fault]
-        entry = {
+        entry: dict[str, Any] = {
             "queries": len(g),
             "success": round(float(g.success.mean()), 6),
             "queries_during_faults": len(d),
@@ -430,12 +402,19 @@ def _replica_load(load: pd.DataFrame) -> dict[str, int]:
         return {}
     servers = load[load.zone.fillna("") != ""]
     for _, zone in servers.groupby("zone"):
-        ranked = sorted(zone.itertuples(), key=lambda r: tuple(int(x) for x in r.node.split(".")))
-        for i, r in enumerate(ranked):
-            out[f"zone_replica_{i}"] += int(r.rx_packets)
-    for r in load[load.role == "registry"].itertuples():
-        out[f"registry_{r.node}"] += int(r.rx_packets)
+        ranked = sorted(_node_packets(zone),
+                        key=lambda r: tuple(int(x) for x in r[0].split(".")))
+        for i, (_node, rx) in enumerate(ranked):
+            out[f"zone_replica_{i}"] += rx
+    for node, rx in _node_packets(load[load.role == "registry"]):
+        out[f"registry_{node}"] += rx
     return dict(sorted(out.items()))
+
+
+def _node_packets(load: pd.DataFrame) -> list[tuple[str, int]]:
+    """(address, packets received) per row of load records."""
+    return [(str(node), int(rx)) for node, rx in zip(load["node"].tolist(),
+                                                      load["rx_packets"].tolist(), strict=True)]
 
 
 def _error_kind(error: str) -> str:

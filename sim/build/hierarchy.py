@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from nodes.authoritative.server import AuthoritativeServer
 from nodes.dns.wire import DEFAULT_OPTION_CODE
 from nodes.dns.zone import Ttls
-from nodes.resolver.core import RecursiveResolver, ResolverConfig
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.core import RecursiveResolver
 from nodes.scoring import (
     CachedEncoder,
     DenseScorer,
@@ -24,7 +25,9 @@ from nodes.scoring import (
     make_scorer,
     node_encoder,
 )
-from topologies.namespace import ROOT, Namespace, assign_servers, gc_paused
+from topologies.addresses import assign_servers
+from topologies.gcpause import gc_paused
+from topologies.namespace import ROOT, Namespace
 
 if TYPE_CHECKING:
     import ssl
@@ -77,12 +80,15 @@ class Hierarchy:
         return _scorer(self.scorer_name, self.namespace, self.encoder)
 
     def resolver(
-        self, seed: int = 0, config: ResolverConfig | None = None, name: str = "resolver"
+        self, seed: int = 0, config: ResolverConfig | None = None, name: str = "resolver",
+        rng: random.Random | None = None,
     ) -> RecursiveResolver:
+        """A recursive resolver primed with the root hints; randomness from ``rng`` (else
+        seeded with ``seed``)."""
         config = config or ResolverConfig()
         if config.option_code != self.option_code:
             config = replace(config, option_code=self.option_code)
-        return RecursiveResolver(self.root_hints, random.Random(seed), config,
+        return RecursiveResolver(self.root_hints, rng or random.Random(seed), config,
                                  scorer=self.scorer(), name=name)
 
 

@@ -1,5 +1,7 @@
 """Instantiate the HTTP registry baselines for a run, and their TLS set-up.
 
+* :data:`REGISTRIES` names every registry kind (what ``schemes[].kind`` may say beside
+  ``tooldns``) and the builder of its application; :func:`build_registry` instantiates one.
 * :func:`registry_tools` lists a namespace's tools as the registries publish them
   (:func:`registry_ids` maps what the registries return back to tool ids).
 * :class:`RegistrySetup` holds one run's PKI (CA, registry certificate; deterministic per
@@ -10,6 +12,10 @@
 * :func:`tls_sizes` measures the byte sizes of a real TLS 1.3 handshake and record
   overhead with those very contexts, in memory (``ssl.MemoryBIO``), so the simulation's
   TCP/TLS accounting comes from real encoded messages too.
+
+The scenario models read :data:`REGISTRIES` for their choices, so this module stays light:
+the registry applications, their tools and the namespace (which load the scorers) are
+imported where they are used.
 """
 
 from __future__ import annotations
@@ -19,22 +25,20 @@ import functools
 import hashlib
 import ssl
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from nodes.registry.http import Limits
+from nodes.registry.http import App, Limits
 from nodes.registry.pki import Identity, issue, make_ca
-from nodes.registry.server import (
-    AgentDNSRegistry,
-    ANSRegistry,
-    RegistryServer,
-    RegistryTool,
-    TokenStore,
-)
-from nodes.scoring import Scorer
-from topologies.namespace import TLD, Namespace
+from nodes.registry.server import RegistryServer
+
+if TYPE_CHECKING:
+    from nodes.registry.base import RegistryTool
+    from nodes.scoring import Scorer
+    from topologies.namespace import Namespace
 
 REGISTRY_HOST = "registry.test"  # RFC 6761 reserved name; the certificate's subject
 REGISTRY_ADDRESS = "127.0.80.1"
@@ -44,6 +48,9 @@ RUN_AGENTS = "agent:testbed/run"  # the principal of the token the run's agents 
 
 def registry_tools(ns: Namespace) -> list[RegistryTool]:
     """Every tool as the registries list it, in id order."""
+    from nodes.registry.base import RegistryTool
+    from topologies.namespace import TLD
+
     categories: dict[str, str] = {}  # zone -> category, one string per zone
     out = []
     for t in sorted(ns.tools.values(), key=attrgetter("id")):
@@ -58,6 +65,51 @@ def registry_tools(ns: Namespace) -> list[RegistryTool]:
 def registry_ids(ns: Namespace) -> dict[str, str]:
     """Tool id by every name a registry returns for it (AgentDNS URL, ANS name)."""
     return {k: t.id for t in registry_tools(ns) for k in (t.agentdns_url, t.ans_name)}
+
+
+@dataclass(frozen=True)
+class RegistryInputs:
+    """What a registry builder may use: the run's namespace and its tools as registries
+    list them, the scorer, the seed, the run PKI and the operator's settings."""
+
+    ns: Namespace
+    tools: list[RegistryTool]
+    scorer: Scorer
+    seed: int
+    ca: Identity
+    identity: Identity  # the registry's certificate
+    ttl: int  # ANS: seconds a signed answer is valid
+    tokens: Mapping[str, str] | None  # AgentDNS: configured token -> principal
+    secret: bytes | None  # AgentDNS: key of the tokens it issues (None: from the seed)
+
+
+#: A registry application and the token issued to the run's agents ("" when none).
+RegistryBuilder = Callable[[RegistryInputs], tuple[App, str]]
+
+
+def _agentdns(given: RegistryInputs) -> tuple[App, str]:
+    from nodes.registry.agentdns import AgentDNSRegistry, TokenStore
+
+    secret = given.secret
+    if secret is None:
+        secret = hashlib.sha256(f"agentdns-token-secret/{given.seed}".encode()).digest()
+    store = TokenStore(secret, given.tokens)
+    token = store.issue(RUN_AGENTS)
+    return AgentDNSRegistry(given.tools, given.scorer, tokens=store), token
+
+
+def _ans(given: RegistryInputs) -> tuple[App, str]:
+    from nodes.registry.ans import ANSRegistry
+    from topologies.namespace import TLD
+
+    summaries = {z.removesuffix("." + TLD).rstrip("."): n.summary
+                 for z, n in given.ns.zones.items()}
+    return ANSRegistry(given.tools, given.scorer, given.identity, given.ca, summaries,
+                       ttl=given.ttl), ""
+
+
+#: Every registry kind by name (``schemes[].kind``), in the order the docs list them.
+REGISTRIES: dict[str, RegistryBuilder] = {"agentdns": _agentdns, "ans": _ans}
 
 
 @dataclass
@@ -88,28 +140,20 @@ def build_registry(kind: str, ns: Namespace, scorer: Scorer, seed: int,
                    ttl: int = 300, tokens: Mapping[str, str] | None = None,
                    secret: bytes | None = None, limits: Limits | None = None,
                    max_connections: int = 1024) -> RegistrySetup:
-    """One registry for a run. AgentDNS ``tokens`` (token → ``org:NAME`` / ``agent:NAME``)
-    are the operator's configured ones; ``secret`` keys the tokens the registry issues
-    (None: derived from the seed like the run's PKI, so a simulated run is reproducible;
-    give ``secrets.token_bytes(32)`` to a registry serving anyone else). The run's own
-    agents get one issued token (``RegistrySetup.token``, the length the simulation has
-    always sent). ``limits`` and ``max_connections`` bound each registry connection."""
+    """One registry of ``kind`` (a key of :data:`REGISTRIES`) for a run. AgentDNS
+    ``tokens`` (token → ``org:NAME`` / ``agent:NAME``) are the operator's configured ones;
+    ``secret`` keys the tokens the registry issues (None: derived from the seed like the
+    run's PKI, so a simulated run is reproducible; give ``secrets.token_bytes(32)`` to a
+    registry serving anyone else). The run's own agents get one issued token
+    (``RegistrySetup.token``, the length the simulation has always sent). ``limits`` and
+    ``max_connections`` bound each registry connection."""
+    builder = REGISTRIES.get(kind)
+    if builder is None:
+        raise ValueError(f"unknown registry kind {kind!r}")
     ca = make_ca(seed)
     identity = issue(ca, seed, REGISTRY_HOST, (address,))
-    tools = registry_tools(ns)
-    token = ""
-    if kind == "agentdns":
-        if secret is None:
-            secret = hashlib.sha256(f"agentdns-token-secret/{seed}".encode()).digest()
-        store = TokenStore(secret, tokens)
-        token = store.issue(RUN_AGENTS)
-        app: AgentDNSRegistry | ANSRegistry = AgentDNSRegistry(tools, scorer, tokens=store)
-    elif kind == "ans":
-        summaries = {z.removesuffix("." + TLD).rstrip("."): n.summary
-                     for z, n in ns.zones.items()}
-        app = ANSRegistry(tools, scorer, identity, ca, summaries, ttl=ttl)
-    else:
-        raise ValueError(f"unknown registry kind {kind!r}")
+    app, token = builder(RegistryInputs(ns, registry_tools(ns), scorer, seed, ca, identity, ttl,
+                                        tokens, secret))
     server = RegistryServer(app, name=kind, limits=limits, max_connections=max_connections)
     return RegistrySetup(kind, ca, identity, server, address, port, token, seed)
 

@@ -10,11 +10,20 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nodes.agent.stub import StubAgent
 from nodes.resolver.core import RecursiveResolver
-from sim.build.hierarchy import Hierarchy
+from nodes.resolver.types import Discovery
+from sim.accounting import TcpModel
+from sim.build.hierarchy import DotSetup, Hierarchy
+from sim.build.registries import RegistrySetup, TlsSizes
 from sim.build.workload import Job
+from topologies.paths import PathModel
+
+if TYPE_CHECKING:  # both import this module
+    from sim.build.churn import ChurnSchedule
+    from sim.build.faults import FaultPlan
 
 AGENT_PORT = 40000
 
@@ -29,9 +38,9 @@ class RunPlan:
     agents: dict[str, StubAgent]  # address -> node (RegistryAgent for registry schemes)
     agent_order: list[str]  # agent index -> address
     role_of: dict[str, str]  # address -> placement role id
-    path: object  # topologies.network.PathModel
+    path: PathModel
     jobs: list[Job]
-    requests: dict[int, object]  # job index -> nodes.resolver.core.Discovery
+    requests: dict[int, Discovery]  # job index -> request
     warm_services: tuple[str, ...] = ()
     closed_loop: bool = False
     server_time: float = 50e-6  # simulated processing per message received (seconds)
@@ -43,14 +52,14 @@ class RunPlan:
     measure: dict[str, list[float]] | None = None  # simpy only: measured cost per node kind
     dns_port: int = 53
     engine_options: dict | None = None  # engine-specific settings (scenario engine_options)
-    registry: object | None = None  # sim.build.registries.RegistrySetup for HTTP-registry schemes
-    tcp: object | None = None  # sim.accounting.TcpModel (registry schemes)
-    tls: object | None = None  # sim.build.registries.TlsSizes when the scheme uses TLS
-    dot: object | None = None  # sim.build.hierarchy.DotSetup: the resolvers query over DNS over TLS
-    faults: object | None = None  # sim.build.faults.FaultPlan (scenario faults:), consulted per packet
+    registry: RegistrySetup | None = None  # HTTP-registry schemes
+    tcp: TcpModel | None = None  # registry schemes
+    tls: TlsSizes | None = None  # when the registry scheme uses TLS
+    dot: DotSetup | None = None  # the resolvers query over DNS over TLS
+    faults: FaultPlan | None = None  # scenario faults:, consulted per packet
     registry_replicas: int = 1  # registry hosts behind one name (sim.build.faults: failover order)
-    shard: int | None = None  # sim.engines.shards: this plan is shard N of a run (own link-delay stream)
-    churn: object | None = None  # sim.build.churn.ChurnSchedule: tools change at workload times
+    shard: int | None = None  # this plan is shard N of a run (own link-delay stream)
+    churn: ChurnSchedule | None = None  # tools change at workload times
     # called with the number of discoveries finished so far (progress bars; simpy and live)
     on_stub: Callable[[int], None] | None = None
 

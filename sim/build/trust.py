@@ -15,14 +15,15 @@ import pandas as pd
 from nodes.dns.dnssec import ZoneSigner, trust_anchor
 from nodes.trust import TrustPolicy
 from sim.build.hierarchy import Hierarchy
-from sim.scenario import ScenarioError, TrustSpec
+from sim.errors import ScenarioError
+from sim.schemes import TrustSpec
 from topologies.namespace import Namespace
 
 
 def trust_policy(spec: TrustSpec, ns: Namespace, field: str = "trust") -> TrustPolicy | None:
     """The resolver-side policy for a scenario/scheme trust spec (None: no filtering)."""
     if spec.policy in ("open", "org"):
-        return None  # org: the walk starts at the organisation's zone (sim.run.runner.start_zone)
+        return None  # org: the walk starts at its zone (sim.build.namespace.start_zone)
     certified = {z: n.org for z, n in ns.zones.items() if n.org is not None}
     if spec.policy == "allowlist":
         missing = sorted(set(spec.orgs) - set(certified.values()))

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import csv
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
-from sim.scenario import Scenario, ScenarioError
+from sim.errors import ScenarioError
+from sim.scenario import Scenario
 from topologies.namespace import Namespace, Query
 
 
@@ -34,7 +37,7 @@ class Job:
 def generated_queries(ns: Namespace, n: int, rng: random.Random) -> list[Query]:
     """Queries made from tool names and descriptions (for namespaces without a query file)."""
     ids = sorted(ns.tools)
-    out = []
+    out: list[Query] = []
     for i in range(n):
         tool = ns.tools[ids[rng.randrange(len(ids))]]
         words = tool.description.split()
@@ -55,7 +58,10 @@ def split_part(pool: list[Query], ns: Namespace, part: str, test_fraction: float
         tool = ns.tools.get(q.truth[0]) if q.truth else None
         return tool.zone if tool is not None else ""
 
-    train, test = stratified_split(pool, stratum, test_fraction, seed)
+    # typed for dataset rows, it only indexes the sequence and calls ``stratum`` on items
+    split = cast(Callable[[list[Query], Callable[[Query], str], float, int],
+                          tuple[list[Query], list[Query]]], stratified_split)
+    train, test = split(pool, stratum, test_fraction, seed)
     return test if part == "test" else train
 
 
@@ -94,7 +100,7 @@ def _picks(sc: Scenario, n_pool: int, rng: np.random.Generator) -> np.ndarray:
 def _trace(path: str, pool: list[Query]) -> list[tuple[float, Query]]:
     by_text = {q.text: q for q in pool}
     by_id = {q.id: q for q in pool}
-    out = []
+    out: list[tuple[float, Query]] = []
     with Path(path).open(encoding="utf-8", newline="") as fh:
         for line, row in enumerate(csv.DictReader(fh), 2):
             try:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nodes.agent.stub import StubResult
-from nodes.resolver.core import DiscoveryResult
+from nodes.resolver.types import DiscoveryResult
 from sim.build.runplan import RunPlan
 from sim.build.workload import Job
 

@@ -7,7 +7,7 @@ adapter holds a packet back for the one-way delay the scenario's path model draw
 drops it when the model says lost) — the same model the simulation engine uses. Node
 time is loop time minus the run's origin, so records line up with the simulation's.
 With ``plan.dot`` the servers also listen for DNS over TLS and the resolvers query them
-over persistent TLS 1.3 connections (:class:`sim.sockets.endpoints.DotUpstream`).
+over persistent TLS 1.3 connections (:class:`sim.sockets.dot.DotUpstream`).
 """
 
 from __future__ import annotations
@@ -16,26 +16,26 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, cast
 
 import numpy as np
 
 from nodes.agent.stub import StubResult
+from nodes.registry.base import Routes
+from nodes.registry.client import RegistryAgent
 from nodes.registry.server import RegistryServer
-from sim.accounting import IPV4, dot_port
+from sim.accounting import IPV4, TCP_SYN, TCP_TS, dot_port
 from sim.build.faults import registry_address, registry_order
-from sim.build.registries import RegistrySetup
+from sim.build.registries import REGISTRY_HOST, RegistrySetup
 from sim.build.runplan import RunPlan
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput
-from sim.sockets.endpoints import (
-    DotUpstream,
-    NodeEndpoint,
-    ServerEndpoint,
-    call_precisely,
-    raise_fd_limit,
-    sleep_precisely,
-)
+from sim.sockets.dot import DotUpstream
+from sim.sockets.node import NodeEndpoint
+from sim.sockets.server import ServerEndpoint
+from sim.sockets.tcp import raise_fd_limit
+from sim.sockets.timing import call_precisely, sleep_precisely
 
 DRAIN_TIMEOUT = 30.0  # seconds to wait for stragglers after the last scheduled query
 
@@ -57,13 +57,33 @@ async def replay(plan: RunPlan, ask: Callable[[Job], None],
                                for a in range(len(plan.agent_order))))
     else:
         for job in plan.jobs:
+            assert job.at is not None  # open loop: every job has its time
             call_precisely(start + job.at - loop.time(), ask, job)
-        last = max((j.at for j in plan.jobs), default=0.0)
+        last = max((j.at for j in plan.jobs if j.at is not None), default=0.0)
         await asyncio.wait(list(finished.values()), timeout=last + DRAIN_TIMEOUT)
 
 
+def schedule_churn(plan: RunPlan, loop: asyncio.AbstractEventLoop, origin: float,
+                   t0: float) -> None:
+    """Tool changes (:mod:`sim.build.churn`) at their workload times from ``t0``, each
+    applied with the node time (loop time minus ``origin``) it runs at."""
+    if plan.churn is None:
+        return
+
+    def apply_now(apply: Callable[[float], None]) -> None:
+        apply(loop.time() - origin)
+
+    for at, apply in plan.churn.timeline(plan):  # before a probe due then
+        call_precisely(origin + t0 + at - loop.time(), apply_now, apply)
+
+
 def run_live(plan: RunPlan) -> EngineOutput:
+    """Run one scheme of ``plan`` on loopback sockets (the catalogue's entry point)."""
     return asyncio.run(_run_http(plan) if plan.registry is not None else _run(plan))
+
+
+async def _run_http(plan: RunPlan) -> EngineOutput:
+    return await HttpRun(plan).run()
 
 
 async def _run(plan: RunPlan) -> EngineOutput:
@@ -98,14 +118,17 @@ async def _run(plan: RunPlan) -> EngineOutput:
 
     def on_stub(done: list[StubResult]) -> None:
         for stub in done:
-            out.add_stub(stub.tag, stub)  # type: ignore[arg-type]
-            fut = finished.get(stub.tag.index)  # type: ignore[attr-defined]
+            job = stub.tag
+            assert isinstance(job, Job)  # the tag ask() asked with
+            out.add_stub(job, stub)
+            fut = finished.get(job.index)
             if fut is not None and not fut.done():
                 fut.set_result(None)
 
     agents = {ip: NodeEndpoint(node, None, ip, origin, shaper, on_done=on_stub)
               for ip, node in plan.agents.items()}
-    endpoints = [*servers, *resolvers.values(), *agents.values()]
+    endpoints: list[ServerEndpoint | NodeEndpoint] = [*servers, *resolvers.values(),
+                                                      *agents.values()]
     try:
         for endpoint in endpoints:
             await endpoint.start()
@@ -120,10 +143,7 @@ async def _run(plan: RunPlan) -> EngineOutput:
         t0 = loop.time() - origin
         if faults is not None:
             faults.start(t0)
-        if plan.churn is not None:  # sim.build.churn: tools change at their workload times
-            for at, apply in plan.churn.timeline(plan):  # type: ignore[attr-defined]
-                call_precisely(origin + t0 + at - loop.time(),  # before a probe due then
-                               lambda apply=apply: apply(loop.time() - origin))
+        schedule_churn(plan, loop, origin, t0)
         for job in plan.jobs:
             finished[job.index] = loop.create_future()
 
@@ -151,19 +171,22 @@ def _dot_endpoints(plan: RunPlan, servers: list[ServerEndpoint],
                    resolvers: dict[str, NodeEndpoint], out: EngineOutput) -> None:
     """Give every server a DNS-over-TLS listener and every resolver its connections."""
     dot = plan.dot
-    server_ctx, client_ctx = dot.server_context(), dot.client_context()  # type: ignore[attr-defined]
-    for endpoint in servers:
-        endpoint.tls, endpoint.tls_port = server_ctx, dot_port(plan.dns_port)
+    assert dot is not None
+    server_ctx, client_ctx = dot.server_context(), dot.client_context()
+    for server in servers:
+        server.tls, server.tls_port = server_ctx, dot_port(plan.dns_port)
     numbers = itertools.count(1)  # connection numbers, unique over the run's resolvers
     for ip, endpoint in resolvers.items():
         def count(key: str, ip: str = ip, endpoint: NodeEndpoint = endpoint) -> None:
             endpoint.count(key)
             out.count(ip, key)  # dot_opened / dot_closed: the run's replay summary
 
+        def deliver(d: bytes, s: tuple[str, int], endpoint: NodeEndpoint = endpoint) -> None:
+            endpoint._receive(d, s, "tls")
+
         endpoint.dot = DotUpstream(
-            ip, client_ctx, lambda d, s, ep=endpoint: ep._receive(d, s, "tls"), count,
-            endpoint.shaper, dot.idle, dot.max_connections, numbers, dot.sizes,  # type: ignore[attr-defined]
-            out.flows)
+            ip, client_ctx, deliver, count, endpoint.shaper, dot.idle, dot.max_connections,
+            numbers, dot.sizes, out.flows)
 
 
 WRITE_TIMEOUT = 10.0  # seconds a registry response may take to drain to a slow reader
@@ -172,7 +195,7 @@ LINGER = 1.0  # seconds a registry reads (and drops) what follows an error befor
 
 async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float],
                          delay: Callable[[str, int], float] | None = None,
-                         address: str | None = None, server: object | None = None,
+                         address: str | None = None, server: RegistryServer | None = None,
                          conns: set[asyncio.StreamWriter] | None = None,
                          write_timeout: float = WRITE_TIMEOUT, search: float = 0.0,
                          ) -> asyncio.base_events.Server:
@@ -189,27 +212,54 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
     pass before each answer to a search request, awaited so other connections are served
     meanwhile.
     """
-    node: RegistryServer = server if server is not None else reg.server  # type: ignore[assignment]
+    node = server if server is not None else reg.server
+    handler = RegistryConnections(node, now, delay, conns, write_timeout, search)
+    return await asyncio.start_server(
+        handler.serve, address or reg.address, reg.port, reuse_address=True,
+        ssl=reg.server_context() if tls else None,
+        ssl_handshake_timeout=node.limits.request_timeout if tls else None)
 
-    async def write(writer: asyncio.StreamWriter, peer: tuple, reply: bytes) -> None:
-        if delay is not None:
-            await sleep_precisely(delay(peer[0], len(reply)))
+
+async def linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Close our side, then read (and drop) what the peer still sends for ``LINGER`` s."""
+    with contextlib.suppress(OSError, RuntimeError):
+        if writer.can_write_eof():
+            writer.write_eof()
+    end = asyncio.get_running_loop().time() + LINGER
+    with contextlib.suppress(TimeoutError, ConnectionError, OSError):
+        while await asyncio.wait_for(reader.read(65536),
+                                     end - asyncio.get_running_loop().time()):
+            pass
+
+
+class RegistryConnections:
+    """The connections of one registry node on its listening socket (:func:`start_registry`
+    describes the arguments)."""
+
+    def __init__(self, node: RegistryServer, now: Callable[[], float],
+                 delay: Callable[[str, int], float] | None,
+                 conns: set[asyncio.StreamWriter] | None, write_timeout: float,
+                 search: float) -> None:
+        self.node, self.now, self.delay, self.conns = node, now, delay, conns
+        self.write_timeout, self.search = write_timeout, search
+        self.searches: Callable[[], int] | None = None  # the app's counter, when modelled
+        if search:
+            app = node.app
+            assert isinstance(app, Routes)  # a search time needs the app's search counter
+            self.searches = app.searches
+
+    async def write(self, writer: asyncio.StreamWriter, peer: tuple[str, int],
+                    reply: bytes) -> None:
+        if self.delay is not None:
+            await sleep_precisely(self.delay(peer[0], len(reply)))
         writer.write(reply)
-        await asyncio.wait_for(writer.drain(), write_timeout)
+        await asyncio.wait_for(writer.drain(), self.write_timeout)
 
-    async def linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError, RuntimeError):
-            if writer.can_write_eof():
-                writer.write_eof()
-        end = asyncio.get_running_loop().time() + LINGER
-        with contextlib.suppress(TimeoutError, ConnectionError, OSError):
-            while await asyncio.wait_for(reader.read(65536),
-                                         end - asyncio.get_running_loop().time()):
-                pass
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One connection, from accept (or refusal at the cap) to close."""
+        node, conns = self.node, self.conns
         peer = writer.get_extra_info("peername")[:2]
-        if not node.accept(peer, now()):
+        if not node.accept(peer, self.now()):
             with contextlib.suppress(ConnectionError, OSError):
                 writer.write(node.refusal())
             writer.close()
@@ -217,25 +267,7 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
         if conns is not None:
             conns.add(writer)
         try:
-            while True:
-                deadline = node.deadline(peer)  # at least one look at what has arrived:
-                wait = None if deadline is None else max(0.01, deadline - now())
-                try:
-                    data = await asyncio.wait_for(reader.read(65536), wait)
-                except TimeoutError:
-                    reply, close = node.on_timer(peer, now())
-                    data = b"-"  # a timeout is the server giving up, as an error is
-                else:
-                    searched = node.app.searches() if search else 0
-                    reply, close = node.receive(peer, data, now())
-                    if reply and search and node.app.searches() > searched:
-                        await sleep_precisely(search)  # the modelled search
-                if reply:
-                    await write(writer, peer, reply)
-                if close or not data:
-                    if data and reply:
-                        await linger(reader, writer)
-                    break
+            await self.exchange(reader, writer, peer)
         except TimeoutError:  # the response did not drain within write_timeout
             node.lost(peer, "write_timeout")
             writer.transport.abort()
@@ -247,200 +279,243 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
                 conns.discard(writer)
             writer.close()
 
-    return await asyncio.start_server(
-        serve, address or reg.address, reg.port, reuse_address=True,
-        ssl=reg.server_context() if tls else None,
-        ssl_handshake_timeout=node.limits.request_timeout if tls else None)
+    async def exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       peer: tuple[str, int]) -> None:
+        """Requests and responses until the node or the peer closes."""
+        node, now, searches = self.node, self.now, self.searches
+        while True:
+            deadline = node.deadline(peer)  # at least one look at what has arrived:
+            wait = None if deadline is None else max(0.01, deadline - now())
+            try:
+                data = await asyncio.wait_for(reader.read(65536), wait)
+            except TimeoutError:
+                reply, close = node.on_timer(peer, now())
+                data = b"-"  # a timeout is the server giving up, as an error is
+            else:
+                searched = searches() if searches is not None else 0
+                reply, close = node.receive(peer, data, now())
+                if reply and searches is not None and searches() > searched:
+                    await sleep_precisely(self.search)  # the modelled search
+            if reply:
+                await self.write(writer, peer, reply)
+            if close or not data:
+                if data and reply:
+                    await linger(reader, writer)
+                break
 
 
-async def _run_http(plan: RunPlan) -> EngineOutput:
+class HttpRun:
     """A registry scheme on real sockets: HTTP/1.1 over TCP (and TLS 1.3 with ``ssl``).
 
     Link delays are emulated in user space as for DNS: connection set-up waits the drawn
     SYN/SYN-ACK (and ClientHello/server flight) one-way delays before connecting for real,
     and every request and response is held back for its one-way delay before it is
     written. Each connection's client (address, port) is recorded for capture matching.
+    Made inside the running loop; :meth:`run` serves the replicas and replays the workload.
     """
-    from sim.accounting import TCP_SYN, TCP_TS
-    from sim.build.registries import REGISTRY_HOST
 
-    loop = asyncio.get_running_loop()
-    raise_fd_limit()
-    out = EngineOutput(on_stub=plan.on_stub)
-    rng = np.random.default_rng([plan.seed, 1])
-    reg = plan.registry
-    rip, tls = reg.address, plan.tls  # type: ignore[attr-defined]
+    def __init__(self, plan: RunPlan) -> None:
+        self.plan = plan
+        self.loop = asyncio.get_running_loop()
+        self.out = EngineOutput(on_stub=plan.on_stub)
+        self.rng = np.random.default_rng([plan.seed, 1])
+        reg = plan.registry
+        assert reg is not None  # run_live: a registry scheme
+        self.reg = reg
+        # a registry scheme's agents (RunPlan.agents is typed for the DNS schemes)
+        self.agents = cast(dict[str, RegistryAgent], plan.agents)
+        self.rip, self.tls = reg.address, plan.tls
+        self.faults = plan.faults
+        self.origin = self.loop.time()
+        self.client_ctx = reg.client_context() if plan.tls is not None else None
+        server = reg.server
+        self.nodes = {registry_address(i): server if i == 0 else
+                      RegistryServer(server.app, name=f"{server.name}-{i}",
+                                     limits=server.limits,
+                                     max_connections=server.max_connections)
+                      for i in range(plan.registry_replicas)}
+        self.listening: dict[str, asyncio.base_events.Server] = {}
+        self.server_conns: dict[str, set[asyncio.StreamWriter]] = {h: set() for h in self.nodes}
+        self.host_of: dict[tuple[str, int], str] = {}
+        self.agent_index = {ip: i for i, ip in enumerate(plan.agent_order)}
+        self.finished: dict[int, asyncio.Future] = {}
+        self.writers: dict[tuple[str, int], asyncio.StreamWriter] = {}
+        self.timers: dict[str, asyncio.TimerHandle] = {}
+        self.tasks: set[asyncio.Task] = set()
 
-    faults = plan.faults
+    def now(self) -> float:
+        return self.loop.time() - self.origin
 
-    def delay(src: str, dst: str, size: int) -> float:
+    def delay(self, src: str, dst: str, size: int) -> float:
+        """One segment's emulated delay; a lost one costs its retransmission timeout."""
+        out, plan, faults = self.out, self.plan, self.faults
         out.count(src, "tx_packets")
         out.count(src, "tx_bytes", size)
         total = 0.0
-        d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+        d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, self.rng)
         if faults is not None:  # crashed replicas refuse or reset for real (below)
-            d = faults.fate(src, dst, now(), d, crashes=False)
-        while d is None:  # a lost segment costs its retransmission timeout
+            d = faults.fate(src, dst, self.now(), d, crashes=False)
+        while d is None:
             out.lost += 1
             total += 0.2
-            d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+            d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, self.rng)
             if faults is not None and total <= 60.0:
-                d = faults.fate(src, dst, now() + total, d, crashes=False)
+                d = faults.fate(src, dst, self.now() + total, d, crashes=False)
         out.count(dst, "rx_packets")
         out.count(dst, "rx_bytes", size)
         return total + d
 
-    def wire(payload: int) -> int:
-        return IPV4 + TCP_TS + (tls.records(payload) if tls is not None else payload)  # type: ignore[attr-defined]
+    def wire(self, payload: int) -> int:
+        tls = self.tls
+        return IPV4 + TCP_TS + (tls.records(payload) if tls is not None else payload)
 
-    origin = loop.time()
+    async def serve_replica(self, host: str) -> None:
+        plan = self.plan
+        self.listening[host] = await start_registry(
+            self.reg, tls=plan.tls is not None, now=self.now,
+            delay=lambda peer, n: self.delay(host, peer, self.wire(n)), address=host,
+            server=self.nodes[host], conns=self.server_conns[host], search=plan.registry_time)
 
-    def now() -> float:
-        return loop.time() - origin
-
-    client_ctx = reg.client_context() if plan.tls is not None else None  # type: ignore[attr-defined]
-    nodes = {registry_address(i): reg.server if i == 0 else  # type: ignore[attr-defined]
-             RegistryServer(reg.server.app, name=f"{reg.server.name}-{i}",  # type: ignore[attr-defined]
-                            limits=reg.server.limits,  # type: ignore[attr-defined]
-                            max_connections=reg.server.max_connections)  # type: ignore[attr-defined]
-             for i in range(plan.registry_replicas)}
-    listening: dict[str, asyncio.base_events.Server] = {}
-    server_conns: dict[str, set[asyncio.StreamWriter]] = {h: set() for h in nodes}
-    host_of: dict[tuple[str, int], str] = {}
-    agent_index = {ip: i for i, ip in enumerate(plan.agent_order)}
-
-    async def serve_replica(host: str) -> None:
-        listening[host] = await start_registry(
-            reg, tls=plan.tls is not None, now=now,  # type: ignore[arg-type]
-            delay=lambda peer, n: delay(host, peer, wire(n)), address=host,
-            server=nodes[host], conns=server_conns[host], search=plan.registry_time)
-
-    def crash(host: str) -> None:  # the process dies: no listener, connections reset
-        server = listening.pop(host, None)
+    def crash(self, host: str) -> None:
+        """The process dies: no listener, connections reset."""
+        server = self.listening.pop(host, None)
         if server is not None:
             server.close()
-        for writer in list(server_conns[host]):
+        for writer in list(self.server_conns[host]):
             writer.transport.abort()
 
-    def restart(host: str) -> None:
-        spawn(serve_replica(host))
+    def restart(self, host: str) -> None:
+        self.spawn(self.serve_replica(host))
 
-    for host in nodes:
-        await serve_replica(host)
-    finished: dict[int, asyncio.Future] = {}
-    writers: dict[tuple[str, int], asyncio.StreamWriter] = {}
-    timers: dict[str, asyncio.TimerHandle] = {}
-    tasks: set[asyncio.Task] = set()
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = self.loop.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
-    def spawn(coro) -> None:  # type: ignore[no-untyped-def]
-        task = loop.create_task(coro)
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-    async def open_conn(ip: str, conn: int) -> None:
-        agent = plan.agents[ip]
-        for host in registry_order(plan.registry_replicas, agent_index[ip]):
+    async def connect(self, ip: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter,
+                                             str] | None:
+        """Each replica address in turn, as ``socket.create_connection`` does (None: every
+        one refused); waits the emulated handshake delays."""
+        delay, tls, port = self.delay, self.tls, self.reg.port
+        for host in registry_order(self.plan.registry_replicas, self.agent_index[ip]):
             await sleep_precisely(delay(ip, host, IPV4 + TCP_SYN))
-            try:  # each address of the name in turn, as socket.create_connection does
+            try:
                 reader, writer = await asyncio.open_connection(
-                    host, reg.port, ssl=client_ctx,  # type: ignore[attr-defined]
-                    server_hostname=REGISTRY_HOST if client_ctx else None,
+                    host, port, ssl=self.client_ctx,
+                    server_hostname=REGISTRY_HOST if self.client_ctx else None,
                     local_addr=(ip, 0))
             except OSError:  # refused: the RST travels back
                 await sleep_precisely(delay(host, ip, IPV4 + TCP_SYN))
                 continue
             wait = delay(host, ip, IPV4 + TCP_SYN)
             if tls is not None:
-                wait += delay(ip, host, IPV4 + TCP_TS + tls.client_hello)  # type: ignore[attr-defined]
-                wait += delay(host, ip, IPV4 + TCP_TS + tls.server_flight)  # type: ignore[attr-defined]
+                wait += delay(ip, host, IPV4 + TCP_TS + tls.client_hello)
+                wait += delay(host, ip, IPV4 + TCP_TS + tls.server_flight)
             await sleep_precisely(wait)
-            host_of[(ip, conn)] = host
-            break
-        else:
-            agent.closed(conn, now())  # type: ignore[attr-defined]
-            pump(ip)
+            return reader, writer, host
+        return None
+
+    async def open_conn(self, ip: str, conn: int) -> None:
+        agent = self.agents[ip]
+        opened = await self.connect(ip)
+        if opened is None:
+            agent.closed(conn, self.now())
+            self.pump(ip)
             return
-        out.flows[(ip, writer.get_extra_info("sockname")[1])] = conn
-        writers[(ip, conn)] = writer
-        agent.connected(conn, now())  # type: ignore[attr-defined]
-        pump(ip)
+        reader, writer, self.host_of[(ip, conn)] = opened
+        self.out.flows[(ip, writer.get_extra_info("sockname")[1])] = conn
+        self.writers[(ip, conn)] = writer
+        agent.connected(conn, self.now())
+        self.pump(ip)
         try:
             while data := await reader.read(65536):
-                agent.receive(conn, data, now())  # type: ignore[attr-defined]
-                pump(ip)
+                agent.receive(conn, data, self.now())
+                self.pump(ip)
         except (ConnectionError, OSError):
             pass
-        writers.pop((ip, conn), None)
-        agent.closed(conn, now())  # type: ignore[attr-defined]
-        pump(ip)
+        self.writers.pop((ip, conn), None)
+        agent.closed(conn, self.now())
+        self.pump(ip)
 
-    async def send(ip: str, conn: int, data: bytes) -> None:
-        await sleep_precisely(delay(ip, host_of.get((ip, conn), rip), wire(len(data))))
-        writer = writers.get((ip, conn))
+    async def send(self, ip: str, conn: int, data: bytes) -> None:
+        await sleep_precisely(self.delay(ip, self.host_of.get((ip, conn), self.rip),
+                                         self.wire(len(data))))
+        writer = self.writers.get((ip, conn))
         if writer is not None and not writer.is_closing():
             writer.write(data)
 
-    def pump(ip: str) -> None:
-        agent = plan.agents[ip]
-        for act in agent.to_send():  # type: ignore[attr-defined]
+    def pump(self, ip: str) -> None:
+        agent = self.agents[ip]
+        for act in agent.to_send():
             if act.kind == "open":
-                spawn(open_conn(ip, act.conn))
+                self.spawn(self.open_conn(ip, act.conn))
             elif act.kind == "send":
-                spawn(send(ip, act.conn, act.data))
+                self.spawn(self.send(ip, act.conn, act.data))
             else:
-                host_of.pop((ip, act.conn), None)
-                writer = writers.pop((ip, act.conn), None)
+                self.host_of.pop((ip, act.conn), None)
+                writer = self.writers.pop((ip, act.conn), None)
                 if writer is not None:
                     writer.close()
-        for result in agent.pop_done():  # type: ignore[attr-defined]
-            out.add_stub(result.tag, result)
-            fut = finished.get(result.tag.index)
+        for result in agent.pop_done():
+            job = result.tag
+            assert isinstance(job, Job)  # the tag ask() asked with
+            # EngineOutput.stubs is typed for DNS stubs; a registry result has the fields
+            # the records read
+            self.out.add_stub(job, cast(StubResult, result))
+            fut = self.finished.get(job.index)
             if fut is not None and not fut.done():
                 fut.set_result(None)
         when = agent.next_timer()
-        old = timers.pop(ip, None)
+        old = self.timers.pop(ip, None)
         if old is not None:
             old.cancel()
         if when is not None:
-            timers[ip] = loop.call_at(origin + when, fire, ip)
+            self.timers[ip] = self.loop.call_at(self.origin + when, self.fire, ip)
 
-    def fire(ip: str) -> None:
-        timers.pop(ip, None)
-        plan.agents[ip].on_timer(now())
-        pump(ip)
+    def fire(self, ip: str) -> None:
+        self.timers.pop(ip, None)
+        self.agents[ip].on_timer(self.now())
+        self.pump(ip)
 
-    def ask(job: Job) -> None:
-        ip = plan.agent_order[job.agent]
+    def ask(self, job: Job) -> None:
+        ip = self.plan.agent_order[job.agent]
         if job.at is not None:
-            out.schedule_error.append(now() - job.at)
-        plan.agents[ip].ask(job, plan.requests[job.index], now())
-        pump(ip)
+            self.out.schedule_error.append(self.now() - job.at)
+        self.agents[ip].ask(job, self.plan.requests[job.index], self.now())
+        self.pump(ip)
 
-    try:
-        origin = loop.time()
-        out.clock_offset = time.time() - (loop.time() - origin)  # wall clock at node time 0
+    def schedule(self) -> None:
+        """Replica crashes and restarts, and churn, at their times from node time 0."""
+        faults, loop, origin = self.faults, self.loop, self.origin
         if faults is not None:
             faults.start(0.0)
-            for host in nodes:
+            for host in self.nodes:
                 for start, end in faults.down_events({host}):
-                    loop.call_at(origin + start, crash, host)
+                    loop.call_at(origin + start, self.crash, host)
                     if end != float("inf"):
-                        loop.call_at(origin + end, restart, host)
-        if plan.churn is not None:  # sim.build.churn: the registry's index changes at these times
-            for at, apply in plan.churn.timeline(plan):  # type: ignore[attr-defined]
-                call_precisely(origin + at - loop.time(), lambda apply=apply: apply(now()))
-        for job in plan.jobs:
-            finished[job.index] = loop.create_future()
-        await replay(plan, ask, finished, origin)
-        out.end_time = now()
-    finally:
-        for writer in writers.values():
-            writer.close()
-        for handle in timers.values():
-            handle.cancel()
-        await asyncio.sleep(0.05)  # let FINs go out before the server closes
-        for task in list(tasks):
-            task.cancel()
-        for server in listening.values():
-            server.close()
-    return out
+                        loop.call_at(origin + end, self.restart, host)
+        schedule_churn(self.plan, loop, origin, 0.0)  # the registry's index changes then
+
+    async def run(self) -> EngineOutput:
+        for host in self.nodes:
+            await self.serve_replica(host)
+        loop = self.loop
+        try:
+            self.origin = loop.time()
+            self.out.clock_offset = time.time() - (loop.time() - self.origin)  # at node time 0
+            self.schedule()
+            for job in self.plan.jobs:
+                self.finished[job.index] = loop.create_future()
+            await replay(self.plan, self.ask, self.finished, self.origin)
+            self.out.end_time = self.now()
+        finally:
+            for writer in self.writers.values():
+                writer.close()
+            for handle in self.timers.values():
+                handle.cancel()
+            await asyncio.sleep(0.05)  # let FINs go out before the server closes
+            for task in list(self.tasks):
+                task.cancel()
+            for server in self.listening.values():
+                server.close()
+        return self.out

@@ -12,7 +12,8 @@ import itertools
 from dataclasses import dataclass, field
 
 from nodes.dns.zone import Address
-from nodes.resolver.core import DiscoveryResult, RecursiveResolver
+from nodes.resolver.core import RecursiveResolver
+from nodes.resolver.types import DiscoveryResult
 from sim.build.hierarchy import Hierarchy
 
 

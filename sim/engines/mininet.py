@@ -45,7 +45,13 @@ import networkx as nx
 
 from sim.build.runplan import RunPlan
 from sim.engines.base import EngineOutput
-from sim.engines.nodehost import HostOutput, check_supported, merge_outputs, split_plan
+from sim.engines.nodehost import (
+    HostOutput,
+    HostPart,
+    check_supported,
+    merge_outputs,
+    split_plan,
+)
 from sim.scenario import MininetSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,8 +121,8 @@ def host_groups(plan: RunPlan, spec: MininetSpec) -> list[tuple[str, list[str], 
     sites: dict[Any, list[str]] = {}
     everything = [*plan.hierarchy.servers, *plan.resolvers, *plan.agents]
     for ip in everything:
-        sites.setdefault(path.node_of(plan.role_of[ip]), []).append(ip)  # type: ignore[attr-defined]
-    out = []
+        sites.setdefault(path.node_of(plan.role_of[ip]), []).append(ip)
+    out: list[tuple[str, list[str], Any]] = []
     for site, ips in sorted(sites.items(), key=lambda kv: str(kv[0])):
         for chunk in ([ips] if spec.hosts == "site" else [[ip] for ip in ips]):
             out.append((f"h{len(out) + 1}", chunk, site))
@@ -169,11 +175,11 @@ class _Agents:
             assert proc.stdout is not None
             left = deadline - time.monotonic()
             ready, _, _ = select.select([proc.stdout], [], [], max(0.0, left))
-            line = proc.stdout.readline() if ready else b""
-            if not line:
+            reply = proc.stdout.readline() if ready else b""
+            if not reply:
                 raise RuntimeError(f"mininet host {name}: no answer to {command!r} "
                                    f"({'timed out' if not ready else 'agent exited'})")
-            answer = json.loads(line)
+            answer = json.loads(reply)
             if "error" in answer:
                 raise RuntimeError(f"mininet host {name}: {answer['error']}")
             answers[name] = answer["ok"]
@@ -208,7 +214,7 @@ def run_mininet(plan: RunPlan) -> EngineOutput:
 
 
 def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], Any]],
-         parts: list, netem: bool, tmp: Path) -> EngineOutput:
+         parts: list[HostPart], netem: bool, tmp: Path) -> EngineOutput:
     import_mininet()
     from mininet.link import Link, TCLink
     from mininet.log import setLogLevel
@@ -218,7 +224,7 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
 
     setLogLevel("error")
     tag = f"mn{os.getpid() % 1000:03d}"  # names of this run: h1 -> mn123h1, s2 -> mn123s2
-    graph = plan.path.graph  # type: ignore[attr-defined]
+    graph = plan.path.graph
     edges, dropped = switch_links(graph)
     if dropped and netem:
         warnings.warn(f"mininet engine: the graph has cycles; {dropped} edges were left out "
@@ -230,63 +236,20 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
     agents = _Agents({})
     pcaps: list[subprocess.Popen] = []
     try:
-        switch = {}
-        for i, node in enumerate(sorted(graph.nodes, key=str)):
-            switch[node] = net.addSwitch(f"{tag}s{i + 1}")
-        for u, v, link in edges:
-            params = _link_params(link) if netem else {}
-            net.addLink(switch[u], switch[v], **params)
-        hosts = {}
-        for name, _, site in groups:
-            hosts[name] = net.addHost(f"{tag}{name}", ip=None)
-            net.addLink(hosts[name], switch[site])
-        net.build()
-        net.start()
+        hosts = _build_network(net, tag, graph, edges, groups, netem)
         for (name, ips, _), part in zip(groups, parts, strict=True):
-            host = hosts[name]
-            intf = host.defaultIntf().name
-            script = [f"ip link set {intf} up", "ip link set lo up",
-                      "ip addr flush dev lo", "ip addr add 127.0.0.1/32 dev lo",
-                      "sysctl -qw net.ipv4.conf.all.route_localnet=1",
-                      f"sysctl -qw net.ipv4.conf.{intf}.route_localnet=1",
-                      *(f"ip addr add {ip}/32 dev {intf}" for ip in ips),
-                      f"ip route replace 127.0.0.0/8 dev {intf}"]
-            host.cmd(" && ".join(script))
-            got = host.cmd(f"ip -o -4 addr show dev {intf}")
-            missing = [ip for ip in ips if f" {ip}/32" not in got]
-            if missing:
-                raise RuntimeError(f"mininet host {name}: could not add {missing[:3]}")
+            intf = _configure_host(hosts[name], name, ips)
             (tmp / f"{name}.part").write_bytes(pickle.dumps(part))
             if spec.pcap_dir:
                 Path(spec.pcap_dir).mkdir(parents=True, exist_ok=True)
-                pcaps.append(host.popen(
+                pcaps.append(hosts[name].popen(
                     ["tcpdump", "-i", intf, "-U", "--immediate-mode", "-n", "-w",
                      str(Path(spec.pcap_dir) / f"{name}.pcap"), "udp or tcp"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         if pcaps:
             time.sleep(0.5)  # tcpdump needs a moment before it captures
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
-        for name, _, _ in groups:
-            err = open(tmp / f"{name}.err", "wb")  # noqa: SIM115 (closed with the process)
-            agents.procs[name] = hosts[name].popen(
-                [sys.executable, "-m", "sim.engines.hostagent", str(tmp / f"{name}.part")],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=str(ROOT),
-                env=env)
-        try:
-            agents.call("start")
-            origin = time.time()
-            agents.call(f"origin {origin!r}")
-            agents.call("warm")
-            last = max((j.at or 0.0 for j in plan.jobs), default=0.0)
-            agents.call(f"replay {time.time() + START_MARGIN!r}",
-                        timeout=COMMAND_TIMEOUT + last + 30.0)
-            agents.call({name: f"finish {tmp / (name + '.out')}" for name, _, _ in groups})
-        except RuntimeError as exc:
-            tails = {name: (tmp / f"{name}.err").read_text(errors="replace")[-2000:]
-                     for name, _, _ in groups}
-            detail = "; ".join(f"{n}: {t.strip()}" for n, t in tails.items() if t.strip())
-            raise RuntimeError(f"{exc}{' — stderr: ' + detail if detail else ''}") from None
+        _start_agents(agents, hosts, [name for name, _, _ in groups], tmp)
+        origin = _drive(agents, plan, [name for name, _, _ in groups], tmp)
         pieces: list[HostOutput] = [pickle.loads((tmp / f"{name}.out").read_bytes())
                                     for name, _, _ in groups]
     finally:
@@ -299,6 +262,75 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
                 proc.wait(timeout=5)
         _stop(net, tag)
     return merge_outputs(plan, pieces, origin)
+
+
+def _build_network(net: Any, tag: str, graph: nx.Graph, edges: list[tuple[Any, Any, Any]],
+                   groups: list[tuple[str, list[str], Any]], netem: bool) -> dict[str, Any]:
+    """One switch per graph node, the switch links, one host per group on its site's
+    switch; builds and starts the network and returns the hosts by name."""
+    switch = {}
+    for i, node in enumerate(sorted(graph.nodes, key=str)):
+        switch[node] = net.addSwitch(f"{tag}s{i + 1}")
+    for u, v, link in edges:
+        params = _link_params(link) if netem else {}
+        net.addLink(switch[u], switch[v], **params)
+    hosts = {}
+    for name, _, site in groups:
+        hosts[name] = net.addHost(f"{tag}{name}", ip=None)
+        net.addLink(hosts[name], switch[site])
+    net.build()
+    net.start()
+    return hosts
+
+
+def _configure_host(host: Any, name: str, ips: list[str]) -> str:
+    """Put the host's node addresses on its interface and route 127.0.0.0/8 over it
+    (see the module doc); returns the interface name."""
+    intf = host.defaultIntf().name
+    script = [f"ip link set {intf} up", "ip link set lo up",
+              "ip addr flush dev lo", "ip addr add 127.0.0.1/32 dev lo",
+              "sysctl -qw net.ipv4.conf.all.route_localnet=1",
+              f"sysctl -qw net.ipv4.conf.{intf}.route_localnet=1",
+              *(f"ip addr add {ip}/32 dev {intf}" for ip in ips),
+              f"ip route replace 127.0.0.0/8 dev {intf}"]
+    host.cmd(" && ".join(script))
+    got = host.cmd(f"ip -o -4 addr show dev {intf}")
+    missing = [ip for ip in ips if f" {ip}/32" not in got]
+    if missing:
+        raise RuntimeError(f"mininet host {name}: could not add {missing[:3]}")
+    return str(intf)
+
+
+def _start_agents(agents: _Agents, hosts: dict[str, Any], names: list[str], tmp: Path) -> None:
+    """A host agent per host, on the part pickled for it (stderr kept in ``tmp``)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    for name in names:
+        err = open(tmp / f"{name}.err", "wb")  # noqa: SIM115 (closed with the process)
+        agents.procs[name] = hosts[name].popen(
+            [sys.executable, "-m", "sim.engines.hostagent", str(tmp / f"{name}.part")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=str(ROOT),
+            env=env)
+
+
+def _drive(agents: _Agents, plan: RunPlan, names: list[str], tmp: Path) -> float:
+    """Start, warm, replay and finish on every host (each writes its piece into ``tmp``);
+    returns the wall-clock origin of node time. A failure carries the agents' stderr."""
+    try:
+        agents.call("start")
+        origin = time.time()
+        agents.call(f"origin {origin!r}")
+        agents.call("warm")
+        last = max((j.at or 0.0 for j in plan.jobs), default=0.0)
+        agents.call(f"replay {time.time() + START_MARGIN!r}",
+                    timeout=COMMAND_TIMEOUT + last + 30.0)
+        agents.call({name: f"finish {tmp / (name + '.out')}" for name in names})
+    except RuntimeError as exc:
+        tails = {name: (tmp / f"{name}.err").read_text(errors="replace")[-2000:]
+                 for name in names}
+        detail = "; ".join(f"{n}: {t.strip()}" for n, t in tails.items() if t.strip())
+        raise RuntimeError(f"{exc}{' — stderr: ' + detail if detail else ''}") from None
+    return origin
 
 
 def _stop(net: Any, tag: str) -> None:

@@ -3,7 +3,7 @@ Mininet engines.
 
 A :class:`HostPart` holds some of a plan's servers, resolvers and agents (plus the path
 model and the jobs of its agents); :class:`NodeHost` serves them with the live engine's
-socket adapters (:mod:`sim.sockets.endpoints`) in the running asyncio loop, in phases the driver calls
+socket adapters (:mod:`sim.sockets`) in the running asyncio loop, in phases the driver calls
 in order on every host: :meth:`NodeHost.start` (bind every socket), :meth:`set_origin`
 (one shared time zero, given as wall-clock time), :meth:`warm` (K = 0 warming of the
 host's resolvers), :meth:`replay` (the host's agents replay their jobs from a shared wall
@@ -30,11 +30,16 @@ import numpy as np
 from nodes.agent.stub import StubAgent, StubResult
 from nodes.authoritative.server import AuthoritativeServer, ServerStats
 from nodes.resolver.core import RecursiveResolver
+from nodes.resolver.types import Discovery
 from sim.build.runplan import RunPlan
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput
-from sim.scenario import ScenarioError
-from sim.sockets.endpoints import NodeEndpoint, ServerEndpoint, call_precisely, raise_fd_limit
+from sim.errors import ScenarioError
+from sim.sockets.node import NodeEndpoint
+from sim.sockets.server import ServerEndpoint
+from sim.sockets.tcp import raise_fd_limit
+from sim.sockets.timing import call_precisely
+from topologies.paths import PathModel
 
 DRAIN_TIMEOUT = 30.0  # as the live engine: seconds to wait for stragglers after the last job
 
@@ -50,9 +55,9 @@ class HostPart:
     agents: dict[str, StubAgent]
     agent_order: list[str]
     role_of: dict[str, str]
-    path: object  # topologies.network.PathModel
+    path: PathModel
     jobs: list[Job]
-    requests: dict[int, object]
+    requests: dict[int, Discovery]
     node_index: dict[str, int]  # address -> stream number of its link RNG
     warm_services: tuple[str, ...] = ()
     closed_loop: bool = False
@@ -168,7 +173,7 @@ class NodeHost:
         out.count(src, "tx_packets")
         out.count(src, "tx_bytes", size)
         if part.emulate:
-            delay = part.path.one_way(part.role_of[src], part.role_of[dst], size,  # type: ignore[attr-defined]
+            delay = part.path.one_way(part.role_of[src], part.role_of[dst], size,
                                       self._rngs[src])
         else:
             delay = 0.0
@@ -263,8 +268,9 @@ class NodeHost:
             await asyncio.gather(*(agent_loop(jobs) for jobs in by_agent.values()))
         else:
             for job in part.jobs:
+                assert job.at is not None  # open loop: every job has its time
                 call_precisely(start + job.at - loop.time(), ask, job)
-            last = max((j.at for j in part.jobs), default=0.0)
+            last = max((j.at for j in part.jobs if j.at is not None), default=0.0)
             await asyncio.wait(list(self.finished.values()),
                                timeout=max(0.0, start - loop.time()) + last + DRAIN_TIMEOUT)
         self.out.end_time = loop.time() - self.origin

@@ -7,7 +7,7 @@ the registry of a registry scheme) are replicated in every shard. Each shard is 
 actor (:func:`_actor_class`, ``num_cpus=1``) that builds namespace, jobs and servers
 itself from the scenario (everything is deterministic from scenario and seed; only the
 scenario travels, as a dict), then, per scheme, builds the same plan as the driver
-(:func:`sim.run.runner.make_plan`, with the driver's calibrated processing times), keeps its
+(:func:`sim.build.plan.make_plan`, with the driver's calibrated processing times), keeps its
 shard's resolvers, agents and jobs (:func:`restrict`), and runs :func:`run_simpy` with its
 own link-delay stream (``RunPlan.shard``). Its output comes back as compact pickled bytes
 (:func:`pack`); the driver loads each piece as it arrives, merges them
@@ -40,11 +40,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodes.registry.base import Routes
+from sim.build.registries import RegistrySetup
 from sim.build.runplan import RunPlan
 from sim.engines.base import EngineOutput
+from sim.engines.catalog import engine_info, engines_with
 from sim.engines.nodehost import HostOutput, merge_outputs
-from sim.scenario import Scenario, ScenarioError
-from topologies.namespace import gc_paused
+from sim.errors import ScenarioError
+from sim.scenario import Scenario
+from topologies.gcpause import gc_paused
 
 #: Processing times the driver sets on its plan (calibrated or fixed); shards use the same.
 TIMES = ("server_time", "server_semantic_time", "resolver_time", "resolver_stub_time",
@@ -100,9 +104,10 @@ def restrict(plan: RunPlan, shard: int, workers: int) -> RunPlan:
 def check_shardable(sc: Scenario, engine: str, resolvers: int) -> None:
     """ScenarioError unless this run can be sharded (simpy; a resolver per shard)."""
     workers = sc.engine_options.shards.workers
-    if engine != "simpy":
-        raise ScenarioError(f"engine_options.shards.workers: {workers} shards run the simpy "
-                            f"engine only, not {engine!r} (use engine simpy or workers: 1)")
+    if not engine_info(engine).shards:
+        able = " or ".join(engines_with("shards"))
+        raise ScenarioError(f"engine_options.shards.workers: {workers} shards run the {able} "
+                            f"engine only, not {engine!r} (use engine {able} or workers: 1)")
     if workers > resolvers:
         raise ScenarioError(f"engine_options.shards.workers: {workers} shards need at least "
                             f"as many resolvers (network.resolvers is {resolvers}): shards "
@@ -126,7 +131,9 @@ class ShardState:
     """A shard's copy of the run: namespace, jobs and servers, built once per scenario."""
 
     def __init__(self, scenario: dict) -> None:
-        from sim.run.runner import build_jobs, build_namespace, scenario_hierarchy
+        from sim.build.namespace import build_namespace
+        from sim.build.plan import scenario_hierarchy
+        from sim.build.workload import build_jobs
 
         self.sc = Scenario.model_validate(scenario)
         self.ns = build_namespace(self.sc)
@@ -136,8 +143,9 @@ class ShardState:
             self.sc, self.ns)
 
     def plan(self, scheme: str, times: dict[str, float | None], dns_port: int) -> RunPlan:
-        """The driver's plan of ``scheme``, whole (as :func:`sim.run.runner.make_plan` builds it)."""
-        from sim.run.runner import make_plan
+        """The driver's plan of ``scheme``, whole (as :func:`sim.build.plan.make_plan`
+        builds it)."""
+        from sim.build.plan import make_plan
 
         spec = next(s for s in self.sc.schemes if s.name == scheme)
         plan, _ = make_plan(self.sc, spec, self.ns, self.jobs, dns_port=dns_port,
@@ -154,8 +162,10 @@ class ShardState:
         servers = plan.hierarchy.servers
         before = {ip: Counter(s.stats.counts) for ip, s in servers.items()}
         reg = plan.registry
-        reg_before = (Counter(reg.server.stats), Counter(reg.server.app.stats)  # type: ignore[attr-defined]
-                      ) if reg is not None else None
+        reg_before: tuple[Counter[str], Counter[str]] | None = None
+        if reg is not None:
+            host, app = _registry_counters(reg)
+            reg_before = Counter(host), Counter(app)
         cpu, wall = time.process_time(), time.perf_counter()
         output = run_simpy(plan)
         result = ShardOutput(shard, output, cpu_s=time.process_time() - cpu,
@@ -165,14 +175,21 @@ class ShardState:
             if any(delta.values()):
                 result.server_stats[ip] = delta
         if reg is not None and reg_before is not None:
-            result.registry_stats = (_delta(reg.server.stats, reg_before[0]),  # type: ignore[attr-defined]
-                                     _delta(reg.server.app.stats, reg_before[1]))  # type: ignore[attr-defined]
+            host, app = _registry_counters(reg)
+            result.registry_stats = (_delta(host, reg_before[0]), _delta(app, reg_before[1]))
         faults = plan.faults
         if faults is not None:
-            result.fault_origin = faults.origin  # type: ignore[attr-defined]
-            result.fault_drops = Counter(faults.drops)  # type: ignore[attr-defined]
-            result.fault_first_rx = dict(faults.first_rx)  # type: ignore[attr-defined]
+            result.fault_origin = faults.origin
+            result.fault_drops = Counter(faults.drops)
+            result.fault_first_rx = dict(faults.first_rx)
         return result
+
+
+def _registry_counters(reg: RegistrySetup) -> tuple[Counter[str], Counter[str]]:
+    """The registry host's counters and its application's (request counts)."""
+    app = reg.server.app
+    assert isinstance(app, Routes)  # the registry schemes' applications count requests
+    return reg.server.stats, app.stats
 
 
 def _delta(now: Counter[str], before: Counter[str]) -> Counter[str]:
@@ -192,7 +209,7 @@ class _Pickler(pickle.Pickler):
         super().__init__(file, protocol=5)
         from nodes.agent.stub import StubResult
         from nodes.registry.client import HttpStep, RegistryResult
-        from nodes.resolver.core import Discovery, DiscoveryResult, Endpoint, Step
+        from nodes.resolver.types import Discovery, DiscoveryResult, Endpoint, Step
         from sim.build.workload import Job
         from topologies.namespace import Query
 
@@ -237,17 +254,18 @@ def merge_shards(plan: RunPlan, pieces: list[ShardOutput]) -> EngineOutput:
         for ip, delta in piece.server_stats.items():
             servers[ip].stats.counts.update(delta)
         if piece.registry_stats is not None and plan.registry is not None:
-            plan.registry.server.stats.update(piece.registry_stats[0])  # type: ignore[attr-defined]
-            plan.registry.server.app.stats.update(piece.registry_stats[1])  # type: ignore[attr-defined]
+            host, app = _registry_counters(plan.registry)
+            host.update(piece.registry_stats[0])
+            app.update(piece.registry_stats[1])
     faults = plan.faults
     if faults is not None:
         origins = [p.fault_origin for p in pieces if p.fault_origin is not None]
         if origins:
-            faults.origin = max(origins)  # type: ignore[attr-defined]
+            faults.origin = max(origins)
         for piece in pieces:
-            faults.drops.update(piece.fault_drops)  # type: ignore[attr-defined]
+            faults.drops.update(piece.fault_drops)
             for key, t in piece.fault_first_rx.items():
-                first = faults.first_rx  # type: ignore[attr-defined]
+                first = faults.first_rx
                 first[key] = min(t, first.get(key, t))
     return out
 

@@ -16,22 +16,34 @@ The exchange is marked on its Step (``conn``, ``opened``) for the accounting.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Generator
 from time import perf_counter
+from typing import cast
 
 import numpy as np
 import simpy
 
+from nodes.agent.stub import StubAgent, StubResult
+from nodes.authoritative.server import AuthoritativeServer
 from nodes.dns.codec import parse_query
-from nodes.resolver.core import Outgoing
-from sim.accounting import IPV4, TCP, TCP_TS, UDP
+from nodes.registry.base import Routes
+from nodes.registry.client import RegistryAgent
+from nodes.resolver.core import RecursiveResolver
+from nodes.resolver.types import Outgoing, Transport
+from sim.accounting import IPV4, TCP, TCP_SYN, TCP_TS, UDP
+from sim.build.faults import registry_address, registry_order
+from sim.build.registries import TlsSizes
 from sim.build.runplan import AGENT_PORT, RunPlan
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput
+from sim.sockets.dotpool import DotConnection, DotPool
 
 SYN_RTO = 1.0  # Linux initial retransmission timeout for SYN (RFC 6298 §2.1)
 TCP_GIVE_UP = 60.0  # seconds of retransmissions after which a connection is dead (faults)
+
+
+Callback = Callable[[simpy.Event], None]
 
 
 def replay(env: simpy.Environment, plan: RunPlan, ask: Callable[[Job], None],
@@ -39,7 +51,7 @@ def replay(env: simpy.Environment, plan: RunPlan, ask: Callable[[Job], None],
     """Schedule the workload: each agent's jobs one after another (closed loop; the
     engine succeeds ``done_events[job]`` when a job finishes) or at their times from t0."""
     if plan.closed_loop:
-        def agent_loop(jobs: list[Job]) -> Iterator[simpy.Event]:
+        def agent_loop(jobs: list[Job]) -> Generator[simpy.Event, object, None]:
             for job in jobs:
                 done = done_events[job.index] = env.event()
                 ask(job)
@@ -50,124 +62,147 @@ def replay(env: simpy.Environment, plan: RunPlan, ask: Callable[[Job], None],
         for a in range(len(plan.agent_order)):
             env.process(agent_loop([j for j in plan.jobs if j.agent == a]))
     else:
+        def asking(job: Job) -> Callback:
+            return lambda _e: ask(job)
+
         for job in plan.jobs:
-            env.timeout(t0 + job.at - env.now).callbacks.append(lambda _e, job=job: ask(job))
+            assert job.at is not None  # open loop: every job has its time
+            env.timeout(t0 + job.at - env.now).callbacks.append(asking(job))
 
 
 def run_simpy(plan: RunPlan) -> EngineOutput:
+    """Run one scheme of ``plan`` in virtual time (the catalogue's entry point)."""
     if plan.registry is not None:
-        return run_http_simpy(plan)
-    env = simpy.Environment()
-    rng = np.random.default_rng(  # network draws, the same for every scheme (a shard: its own)
-        [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard])
-    out = EngineOutput(on_stub=plan.on_stub)
-    servers = plan.hierarchy.servers
-    busy: dict[str, float] = {}
-    armed: dict[str, float] = {}
-    port_of = {ip: AGENT_PORT for ip in plan.agents}
-    port_of.update({ip: plan.dns_port for ip in plan.resolvers})
-    nodes = {**plan.resolvers, **plan.agents}
-    ip_of = {role: ip for ip, role in plan.role_of.items()}
-    done_events: dict[int, simpy.Event] = {}
-    faults = plan.faults
-    code = plan.hierarchy.option_code
+        return HttpRun(plan).run()
+    return DnsRun(plan).run()
 
-    def semantic(data: bytes) -> bool:
+
+class DnsRun:
+    """A ToolDNS scheme in virtual time: DNS messages between resolvers, servers and agents.
+
+    Hot paths bind attributes to locals; a method reads ``self`` only where it has to.
+    """
+
+    def __init__(self, plan: RunPlan) -> None:
+        self.plan = plan
+        self.env = env = simpy.Environment()
+        # network draws, the same for every scheme (a shard: its own)
+        self.rng = np.random.default_rng(
+            [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard])
+        self.out = out = EngineOutput(on_stub=plan.on_stub)
+        self.load = out.load
+        self.servers = servers = plan.hierarchy.servers
+        self.busy: dict[str, float] = {}
+        self.armed: dict[str, float] = {}
+        self.port_of = {ip: AGENT_PORT for ip in plan.agents}
+        self.port_of.update({ip: plan.dns_port for ip in plan.resolvers})
+        self.nodes: dict[str, RecursiveResolver | StubAgent] = {**plan.resolvers, **plan.agents}
+        self.ip_of = {role: ip for ip, role in plan.role_of.items()}
+        self.done_events: dict[int, simpy.Event] = {}
+        self.faults = plan.faults
+        self.code = plan.hierarchy.option_code
+        self.role_of = plan.role_of
+        self.one_way = plan.path.one_way
+        self.timeout = env.timeout
+        # IP + transport (+ TCP length field)
+        self.head = {"udp": IPV4 + UDP, "tcp": IPV4 + TCP + 2}
+        self.dot = dot = plan.dot
+        if dot is not None:  # + one TLS record's overhead around the length field and message
+            self.head["tls"] = IPV4 + TCP_TS + 2 + dot.sizes.record_overhead
+        # DNS over TLS: each resolver's connections to the servers, numbered over the run
+        self.dot_pools: dict[str, DotPool[str, DotConnection[str]]] = {}
+        self.dot_numbers = itertools.count(1)
+        # (kind, processing time) per address; the costly classes are told apart only when
+        # they have their own time (or are being measured)
+        self.base = {ip: ("agent", plan.agent_time) for ip in plan.agents}
+        self.base.update({ip: ("resolver", plan.resolver_time) for ip in plan.resolvers})
+        self.base.update({ip: ("server", plan.server_time) for ip in servers})
+        self.split_server = plan.server_semantic_time is not None or plan.measure is not None
+        self.split_stub = plan.resolver_stub_time is not None or plan.measure is not None
+
+    def semantic(self, data: bytes) -> bool:
         """Whether a query carries the intent option (servers' costly class)."""
         view = parse_query(data)
-        return view is not None and any(c == code for c, _ in view.options)
+        return view is not None and any(c == self.code for c, _ in view.options)
 
-    load = out.load
-    role_of = plan.role_of
-    one_way = plan.path.one_way  # type: ignore[attr-defined]
-    timeout = env.timeout
-    head = {"udp": IPV4 + UDP, "tcp": IPV4 + TCP + 2}  # IP + transport (+ TCP length field)
-    dot = plan.dot
-    if dot is not None:  # + one TLS record's overhead around the length field and message
-        head["tls"] = IPV4 + TCP_TS + 2 + dot.sizes.record_overhead  # type: ignore[attr-defined]
-    # DNS over TLS: resolver -> server -> [connection number, last traffic time]
-    dot_conns: dict[str, OrderedDict[str, list]] = {}
-    dot_ids = [0]  # connections opened so far (numbers them)
-    # (kind, processing time) per address; the costly classes are told apart only when
-    # they have their own time (or are being measured)
-    base = {ip: ("agent", plan.agent_time) for ip in plan.agents}
-    base.update({ip: ("resolver", plan.resolver_time) for ip in plan.resolvers})
-    base.update({ip: ("server", plan.server_time) for ip in servers})
-    split_server = plan.server_semantic_time is not None or plan.measure is not None
-    split_stub = plan.resolver_stub_time is not None or plan.measure is not None
-
-    def bump(address: str, packets: str, octets: str, size: int) -> None:
+    def bump(self, address: str, packets: str, octets: str, size: int) -> None:
         """``out.count`` for one packet and its bytes, inlined (twice per message)."""
+        load = self.load
         node = load.get(address)
         if node is None:
             node = load[address] = {}
         node[packets] = node.get(packets, 0) + 1
         node[octets] = node.get(octets, 0) + size
 
-    def transmit(src: str, msg: Outgoing) -> None:
+    def transmit(self, src: str, msg: Outgoing) -> None:
         dst = msg.dst[0]
         data, transport = msg.data, msg.transport
-        size = head[transport] + len(data)
-        bump(src, "tx_packets", "tx_bytes", size)
-        delay = one_way(role_of[src], role_of[dst], size, rng)
+        size = self.head[transport] + len(data)
+        self.bump(src, "tx_packets", "tx_bytes", size)
+        role_of = self.role_of
+        delay = self.one_way(role_of[src], role_of[dst], size, self.rng)
+        faults = self.faults
         if faults is not None:  # sim.build.faults: crashed, partitioned, lossy, slow, delayed
-            delay = faults.fate(src, dst, env.now, delay)
+            delay = faults.fate(src, dst, self.env.now, delay)
         if delay is None:
-            out.lost += 1
+            self.out.lost += 1
             return
         if transport == "tcp" and not msg.reply:  # SYN and SYN-ACK before the query
-            delay += handshake(role_of[src], role_of[dst])
+            delay += self.handshake(role_of[src], role_of[dst])
         elif transport == "tls":
-            delay += dot_connection(src, dst, msg)
-        sender = (src, port_of.get(src, plan.dns_port))
-        timeout(delay).callbacks.append(lambda _e: deliver(dst, data, sender, transport))
+            delay += self.dot_connection(src, dst, msg)
+        sender = (src, self.port_of.get(src, self.plan.dns_port))
+        deliver = self.deliver
+        self.timeout(delay).callbacks.append(lambda _e: deliver(dst, data, sender, transport))
 
-    def handshake(a: str, b: str) -> float:
+    def handshake(self, a: str, b: str) -> float:
+        out, ip_of, rng, one_way = self.out, self.ip_of, self.rng, self.plan.path.one_way
         total = 0.0
         for x, y in ((a, b), (b, a)):
             out.count(ip_of[x], "tx_packets")
             out.count(ip_of[x], "tx_bytes", IPV4 + TCP)
-            d = plan.path.one_way(x, y, IPV4 + TCP, rng)
+            d = one_way(x, y, IPV4 + TCP, rng)
             while d is None:  # a lost SYN or SYN-ACK is sent again after the initial RTO
                 total += SYN_RTO
-                d = plan.path.one_way(x, y, IPV4 + TCP, rng)
+                d = one_way(x, y, IPV4 + TCP, rng)
             out.count(ip_of[y], "rx_packets")
             out.count(ip_of[y], "rx_bytes", IPV4 + TCP)
             total += d
         return total
 
-    def dot_connection(src: str, dst: str, msg: Outgoing) -> float:
+    def dot_connection(self, src: str, dst: str, msg: Outgoing) -> float:
         """Delay before a DNS-over-TLS message leaves: the handshakes when the resolver has
         no open connection to the server (a reply only refreshes its connection)."""
-        now = env.now
+        now = self.env.now
         if msg.reply:  # server -> resolver
-            entry = dot_conns.get(dst, {}).get(src)
-            if entry is not None:
-                entry[1] = now
+            replied = self.dot_pools.get(dst)
+            if replied is not None:
+                replied.touch(src, now)
             return 0.0
-        table = dot_conns.setdefault(src, OrderedDict())
-        entry = table.get(dst)
-        if entry is not None and now - entry[1] > dot.idle:  # type: ignore[union-attr]
-            del table[dst]  # closed by the idle timeout
+        dot = self.dot
+        assert dot is not None
+        pool = self.dot_pools.get(src)
+        if pool is None:
+            pool = self.dot_pools[src] = DotPool(
+                dot.idle, dot.max_connections, self.dot_numbers, DotConnection)
+        conn, opened, closed = pool.use(dst, now)
+        out = self.out
+        for _conn, _why in closed:
             out.count(src, "dot_closed")
-            entry = None
         step = msg.step
-        if entry is not None:
-            table.move_to_end(dst)
-            entry[1] = now
+        if not opened:
             if step is not None:
-                step.conn = entry[0]
+                step.conn = conn.number
             return 0.0
-        if len(table) >= dot.max_connections:  # type: ignore[union-attr]
-            table.popitem(last=False)  # the least recently used
-            out.count(src, "dot_closed")
         out.count(src, "dot_opened")
-        conn = dot_ids[0] = dot_ids[0] + 1
-        table[dst] = [conn, now]
         if step is not None:
-            step.conn, step.opened = conn, True
-        sizes = dot.sizes  # type: ignore[union-attr]
-        total = handshake(role_of[src], role_of[dst])
+            step.conn, step.opened = conn.number, True
+        return self.tls_flights(src, dst, dot.sizes)
+
+    def tls_flights(self, src: str, dst: str, sizes: TlsSizes) -> float:
+        """The TCP handshake, then ClientHello and the server flight (lost: sent again)."""
+        role_of, one_way, rng, bump = self.role_of, self.one_way, self.rng, self.bump
+        total = self.handshake(role_of[src], role_of[dst])
         for x, y, size in ((src, dst, sizes.client_hello), (dst, src, sizes.server_flight)):
             d = one_way(role_of[x], role_of[y], IPV4 + TCP_TS + size, rng)
             while d is None:  # a lost flight is sent again after the initial RTO
@@ -178,113 +213,137 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
             total += d
         return total
 
-    def deliver(dst: str, data: bytes, src: tuple[str, int], transport: str) -> None:
-        bump(dst, "rx_packets", "rx_bytes", len(data) + head[transport])
-        server = servers.get(dst)
-        kind, cost = base.get(dst, ("agent", plan.agent_time))
+    def deliver(self, dst: str, data: bytes, src: tuple[str, int], transport: Transport
+                ) -> None:
+        plan, env = self.plan, self.env
+        self.bump(dst, "rx_packets", "rx_bytes", len(data) + self.head[transport])
+        server = self.servers.get(dst)
+        kind, cost = self.base.get(dst, ("agent", plan.agent_time))
         if server is not None:
-            if split_server and semantic(data):
+            if self.split_server and self.semantic(data):
                 kind = "server_semantic"  # ranking (and maybe embedding) costs more
                 if plan.server_semantic_time is not None:
                     cost = plan.server_semantic_time
-        elif kind == "resolver" and split_stub and src[0] in plan.agents:
+        elif kind == "resolver" and self.split_stub and src[0] in plan.agents:
             kind = "resolver_stub"  # starts a walk (and may embed the intent)
             if plan.resolver_stub_time is not None:
                 cost = plan.resolver_stub_time
+        busy = self.busy
         start = max(env.now, busy.get(dst, 0.0))
         busy[dst] = start + cost
-
-        def process(_e: object = None) -> None:
-            now = env.now
-            t = perf_counter() if plan.measure is not None else 0.0
-            if server is not None:
-                reply = server.handle(data, src, now, transport)
-                if plan.measure is not None:
-                    plan.measure.setdefault(kind, []).append(perf_counter() - t)
-                if reply is not None:
-                    transmit(dst, Outgoing(reply, src, transport, reply=True))  # type: ignore[arg-type]
-                return
-            node = nodes.get(dst)
-            if node is not None:
-                node.receive(data, src, now, transport)  # type: ignore[arg-type]
-                if plan.measure is not None:
-                    plan.measure.setdefault(kind, []).append(perf_counter() - t)
-                pump(dst)
-
         if start + cost <= env.now:
-            process()
+            self.process(dst, data, src, transport, server, kind)
         else:
-            env.timeout(start + cost - env.now).callbacks.append(process)
+            process = self.process
+            env.timeout(start + cost - env.now).callbacks.append(
+                lambda _e: process(dst, data, src, transport, server, kind))
 
-    def pump(ip: str) -> None:
-        node = nodes[ip]
+    def process(self, dst: str, data: bytes, src: tuple[str, int], transport: Transport,
+                server: AuthoritativeServer | None, kind: str) -> None:
+        """``dst`` handles ``data`` once its queue reaches it (``server``: authoritative)."""
+        now = self.env.now
+        measure = self.plan.measure
+        t = perf_counter() if measure is not None else 0.0
+        if server is not None:
+            reply = server.handle(data, src, now, transport)
+            if measure is not None:
+                measure.setdefault(kind, []).append(perf_counter() - t)
+            if reply is not None:
+                self.transmit(dst, Outgoing(reply, src, transport, reply=True))
+            return
+        node = self.nodes.get(dst)
+        if node is not None:
+            node.receive(data, src, now, transport)
+            if measure is not None:
+                measure.setdefault(kind, []).append(perf_counter() - t)
+            self.pump(dst)
+
+    def pump(self, ip: str) -> None:
+        node = self.nodes[ip]
+        transmit = self.transmit
         for msg in node.to_send():
             transmit(ip, msg)
+        plan, out = self.plan, self.out
         if ip in plan.resolvers:
             out.add_walks(plan.resolvers[ip].pop_results())
         else:
+            done_events = self.done_events
             for stub in plan.agents[ip].pop_done():
                 job = stub.tag
-                out.add_stub(job, stub)  # type: ignore[arg-type]
-                ev = done_events.pop(job.index, None)  # type: ignore[attr-defined]
+                assert isinstance(job, Job)  # the tag go() asked with
+                out.add_stub(job, stub)
+                ev = done_events.pop(job.index, None)
                 if ev is not None:
                     ev.succeed()
         when = node.next_timer()
+        armed = self.armed
         if when is not None and armed.get(ip) != when:
             armed[ip] = when
-            env.timeout(max(0.0, when - env.now)).callbacks.append(
-                lambda _e, ip=ip, when=when: fire(ip, when))
+            fire = self.fire
+            self.timeout(max(0.0, when - self.env.now)).callbacks.append(
+                lambda _e: fire(ip, when))
 
-    def fire(ip: str, when: float) -> None:
+    def fire(self, ip: str, when: float) -> None:
+        armed = self.armed
         if armed.get(ip) != when:
             return  # superseded by an earlier or later deadline
         del armed[ip]
-        nodes[ip].on_timer(env.now)
-        pump(ip)
+        self.nodes[ip].on_timer(self.env.now)
+        self.pump(ip)
 
-    # K = 0 warming before the workload
-    if plan.warm_services:
-        for ip, resolver in plan.resolvers.items():
-            for service in plan.warm_services:
-                resolver.warm(service, env.now)
-            pump(ip)
-        env.run()
-        out.warm_time = env.now
-    t0 = env.now
-    if faults is not None:
-        faults.start(t0)
-    if plan.churn is not None:  # sim.build.churn: tools change at their workload times
-        for at, apply in plan.churn.timeline(plan):  # type: ignore[attr-defined]
-            timeout(t0 + at - env.now).callbacks.append(lambda _e, apply=apply: apply(env.now))
-
-    def ask(job: Job) -> None:
+    def ask(self, job: Job) -> None:
+        plan, env = self.plan, self.env
         ip = plan.agent_order[job.agent]
-        out.schedule_error.append(0.0)
-        start = max(env.now, busy.get(ip, 0.0))  # the query leaves after the agent's work
-        busy[ip] = start + plan.agent_time
-
-        def go(_e: object = None) -> None:
-            t = perf_counter()
-            plan.agents[ip].ask(job, plan.requests[job.index], env.now)
-            if plan.measure is not None:
-                plan.measure.setdefault("agent", []).append(perf_counter() - t)
-            pump(ip)
-
+        self.out.schedule_error.append(0.0)
+        start = max(env.now, self.busy.get(ip, 0.0))  # the query leaves after the agent's work
+        self.busy[ip] = start + plan.agent_time
         if start + plan.agent_time <= env.now:
-            go()
+            self.go(ip, job)
         else:
-            env.timeout(start + plan.agent_time - env.now).callbacks.append(go)
+            go = self.go
+            env.timeout(start + plan.agent_time - env.now).callbacks.append(
+                lambda _e: go(ip, job))
 
-    replay(env, plan, ask, done_events, t0)
-    env.run()
-    out.end_time = env.now
-    for ip, table in dot_conns.items():  # DNS over TLS: still open at the end, closed now
-        if table:
-            out.count(ip, "dot_closed", len(table))
-    return out
+    def go(self, ip: str, job: Job) -> None:
+        """Agent ``ip`` sends ``job``'s query (its own processing is over)."""
+        plan = self.plan
+        t = perf_counter()
+        plan.agents[ip].ask(job, plan.requests[job.index], self.env.now)
+        if plan.measure is not None:
+            plan.measure.setdefault("agent", []).append(perf_counter() - t)
+        self.pump(ip)
+
+    def run(self) -> EngineOutput:
+        """K = 0 warming, then the workload (faults and churn on its clock) to the end."""
+        plan, env, out = self.plan, self.env, self.out
+        if plan.warm_services:
+            for ip, resolver in plan.resolvers.items():
+                for service in plan.warm_services:
+                    resolver.warm(service, env.now)
+                self.pump(ip)
+            env.run()
+            out.warm_time = env.now
+        t0 = env.now
+        if self.faults is not None:
+            self.faults.start(t0)
+        if plan.churn is not None:  # sim.build.churn: tools change at their workload times
+            for at, apply in plan.churn.timeline(plan):
+                self.timeout(t0 + at - env.now).callbacks.append(self.now_to(apply))
+        replay(env, plan, self.ask, self.done_events, t0)
+        env.run()
+        out.end_time = env.now
+        for ip, pool in self.dot_pools.items():  # DNS over TLS: still open at the end, closed
+            if len(pool):
+                out.count(ip, "dot_closed", len(pool))
+        return out
+
+    def now_to(self, apply: Callable[[float], None]) -> Callback:
+        """A timeout callback calling ``apply`` with the time it fires at."""
+        env = self.env
+        return lambda _e: apply(env.now)
 
 
-def run_http_simpy(plan: RunPlan) -> EngineOutput:
+class HttpRun:
     """A registry scheme: agents talk HTTP/1.1 (optionally over TLS) to one registry host.
 
     Connection set-up costs the TCP handshake (and the TLS 1.3 flights) in delay; each
@@ -293,162 +352,186 @@ def run_http_simpy(plan: RunPlan) -> EngineOutput:
     (modelled search time) delays each answer to a search request without occupying the
     registry (the app's ``searches()`` counter tells which requests searched).
     """
-    from nodes.registry.server import RegistryServer
-    from sim.accounting import TCP_SYN, TCP_TS
-    from sim.build.faults import registry_address, registry_order
 
-    env = simpy.Environment()
-    rng = np.random.default_rng(
-        [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard])
-    out = EngineOutput(on_stub=plan.on_stub)
-    reg = plan.registry
-    server, rip = reg.server, reg.address  # type: ignore[attr-defined]
-    tls = plan.tls
-    faults = plan.faults
-    if faults is not None:
-        faults.start(0.0)
-    hosts = {registry_address(i): server if i == 0 else  # replicas share the application
-             RegistryServer(server.app, name=f"{server.name}-{i}")
-             for i in range(plan.registry_replicas)}
-    host_of: dict[tuple[str, int], str] = {}  # (agent, connection) -> replica it reached
-    agent_index = {ip: i for i, ip in enumerate(plan.agent_order)}
-    busy: dict[str, float] = {}
-    armed: dict[str, float] = {}
-    done_events: dict[int, simpy.Event] = {}
-    search = plan.registry_time  # processing.registry (modelled), per search request
-    app = server.app
+    def __init__(self, plan: RunPlan) -> None:
+        from nodes.registry.server import RegistryServer
 
-    def one_way(src: str, dst: str, size: int, rto: float) -> float:
+        self.plan = plan
+        self.env = simpy.Environment()
+        self.rng = np.random.default_rng(
+            [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard])
+        self.out = EngineOutput(on_stub=plan.on_stub)
+        reg = plan.registry
+        assert reg is not None  # run_simpy: a registry scheme
+        # a registry scheme's agents (RunPlan.agents is typed for the DNS schemes)
+        self.agents = cast(dict[str, RegistryAgent], plan.agents)
+        server = reg.server
+        self.rip: str = reg.address
+        self.tls = plan.tls
+        self.faults = plan.faults
+        if self.faults is not None:
+            self.faults.start(0.0)
+        self.hosts = {registry_address(i): server if i == 0 else  # replicas share the app
+                      RegistryServer(server.app, name=f"{server.name}-{i}")
+                      for i in range(plan.registry_replicas)}
+        self.host_of: dict[tuple[str, int], str] = {}  # (agent, connection) -> its replica
+        self.agent_index = {ip: i for i, ip in enumerate(plan.agent_order)}
+        self.busy: dict[str, float] = {}
+        self.armed: dict[str, float] = {}
+        self.done_events: dict[int, simpy.Event] = {}
+        self.search = plan.registry_time  # processing.registry (modelled), per search request
+        self.searches: Callable[[], int] | None = None  # the app's counter, when modelled
+        if self.search:
+            app = server.app
+            assert isinstance(app, Routes)  # a search time needs the app's search counter
+            self.searches = app.searches
+
+    def one_way(self, src: str, dst: str, size: int, rto: float) -> float:
+        """One segment's delay, with TCP's retransmissions of a lost one after ``rto``."""
+        out, plan, faults, now = self.out, self.plan, self.faults, self.env.now
         total = 0.0
         out.count(src, "tx_packets")
         out.count(src, "tx_bytes", size)
-        d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+        d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, self.rng)
         if faults is not None:
-            d = faults.fate(src, dst, env.now, d, crashes=False)
+            d = faults.fate(src, dst, now, d, crashes=False)
         while d is None:  # TCP retransmits a lost segment after its timeout
             out.lost += 1
             total += rto
-            d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, rng)
+            d = plan.path.one_way(plan.role_of[src], plan.role_of[dst], size, self.rng)
             if faults is not None:
                 if total > TCP_GIVE_UP:  # a partition that outlasts TCP: the peer is gone
                     return d if d is not None else total
-                d = faults.fate(src, dst, env.now + total, d, crashes=False)
+                d = faults.fate(src, dst, now + total, d, crashes=False)
         out.count(dst, "rx_packets")
         out.count(dst, "rx_bytes", size)
         return total + d
 
-    def refused(host: str, ip: str, at: float) -> bool:
+    def refused(self, host: str, at: float) -> bool:
         """Is registry replica ``host`` down when a segment reaches it (RST comes back)?"""
-        return faults is not None and faults.down(host, at)
+        return self.faults is not None and self.faults.down(host, at)
 
-    def reset(ip: str, conn: int, host: str, d: float) -> None:
+    def reset(self, ip: str, conn: int, host: str, d: float) -> None:
         """The segment met a crashed replica: its RST reaches the agent after ``d`` more."""
-        later(d + one_way(host, ip, IPV4 + TCP_SYN, 0.2), closed, ip, conn)
+        self.later(d + self.one_way(host, ip, IPV4 + TCP_SYN, 0.2), self.closed, ip, conn)
 
-    def closed(ip: str, conn: int) -> None:
-        host_of.pop((ip, conn), None)
-        plan.agents[ip].closed(conn, env.now)  # type: ignore[attr-defined]
-        pump(ip)
+    def closed(self, ip: str, conn: int) -> None:
+        self.host_of.pop((ip, conn), None)
+        self.agents[ip].closed(conn, self.env.now)
+        self.pump(ip)
 
-    def wire(payload: int) -> int:
-        return IPV4 + TCP_TS + (tls.records(payload) if tls is not None else payload)  # type: ignore[attr-defined]
+    def wire(self, payload: int) -> int:
+        tls = self.tls
+        return IPV4 + TCP_TS + (tls.records(payload) if tls is not None else payload)
 
-    def later(delay: float, fn, *args) -> None:  # type: ignore[no-untyped-def]
-        env.timeout(delay).callbacks.append(lambda _e: fn(*args))
+    def later(self, delay: float, fn: Callable[..., None], *args: object) -> None:
+        self.env.timeout(delay).callbacks.append(lambda _e: fn(*args))
 
-    def pump(ip: str) -> None:
-        agent = plan.agents[ip]
-        for act in agent.to_send():  # type: ignore[attr-defined]
-            if act.kind == "open":  # each replica address in turn, as create_connection
-                d = 0.0
-                for host in registry_order(plan.registry_replicas, agent_index[ip]):
-                    d += one_way(ip, host, IPV4 + TCP_SYN, SYN_RTO)
-                    if refused(host, ip, env.now + d):
-                        d += one_way(host, ip, IPV4 + TCP_SYN, 0.2)  # RST
-                        continue
-                    d += one_way(host, ip, IPV4 + TCP_SYN, SYN_RTO)
-                    if tls is not None:  # ClientHello → server flight (1 RTT more)
-                        d += one_way(ip, host, IPV4 + TCP_TS + tls.client_hello, 0.2)  # type: ignore[attr-defined]
-                        d += one_way(host, ip, IPV4 + TCP_TS + tls.server_flight, 0.2)  # type: ignore[attr-defined]
-                    host_of[(ip, act.conn)] = host
-                    later(d, connected, ip, act.conn)
-                    break
-                else:
-                    later(d, closed, ip, act.conn)  # every replica refused
+    def open(self, ip: str, conn: int) -> None:
+        """Connect to each replica address in turn, as ``socket.create_connection`` does."""
+        tls, now, one_way = self.tls, self.env.now, self.one_way
+        d = 0.0
+        for host in registry_order(self.plan.registry_replicas, self.agent_index[ip]):
+            d += one_way(ip, host, IPV4 + TCP_SYN, SYN_RTO)
+            if self.refused(host, now + d):
+                d += one_way(host, ip, IPV4 + TCP_SYN, 0.2)  # RST
+                continue
+            d += one_way(host, ip, IPV4 + TCP_SYN, SYN_RTO)
+            if tls is not None:  # ClientHello → server flight (1 RTT more)
+                d += one_way(ip, host, IPV4 + TCP_TS + tls.client_hello, 0.2)
+                d += one_way(host, ip, IPV4 + TCP_TS + tls.server_flight, 0.2)
+            self.host_of[(ip, conn)] = host
+            self.later(d, self.connected, ip, conn)
+            return
+        self.later(d, self.closed, ip, conn)  # every replica refused
+
+    def pump(self, ip: str) -> None:
+        agent = self.agents[ip]
+        host_of, rip = self.host_of, self.rip
+        for act in agent.to_send():
+            if act.kind == "open":
+                self.open(ip, act.conn)
             elif act.kind == "send":
                 host = host_of.get((ip, act.conn), rip)
-                d = one_way(ip, host, wire(len(act.data)), 0.2)
-                if refused(host, ip, env.now + d):
-                    reset(ip, act.conn, host, d)
+                d = self.one_way(ip, host, self.wire(len(act.data)), 0.2)
+                if self.refused(host, self.env.now + d):
+                    self.reset(ip, act.conn, host, d)
                 else:
-                    later(d, to_server, ip, act.conn, act.data)
+                    self.later(d, self.to_server, ip, act.conn, act.data)
             else:
                 host = host_of.pop((ip, act.conn), rip)
-                later(one_way(ip, host, IPV4 + TCP_TS, 0.2), to_server, ip, act.conn, b"",
-                      host)
-        for result in agent.pop_done():  # type: ignore[attr-defined]
-            out.add_stub(result.tag, result)
-            ev = done_events.pop(result.tag.index, None)
+                self.later(self.one_way(ip, host, IPV4 + TCP_TS, 0.2), self.to_server, ip,
+                           act.conn, b"", host)
+        for result in agent.pop_done():
+            job = result.tag
+            assert isinstance(job, Job)  # the tag ask() asked with
+            # EngineOutput.stubs is typed for DNS stubs; a registry result has the fields
+            # the records read
+            self.out.add_stub(job, cast(StubResult, result))
+            ev = self.done_events.pop(job.index, None)
             if ev is not None:
                 ev.succeed()
         when = agent.next_timer()
-        if when is not None and armed.get(ip) != when:
-            armed[ip] = when
-            later(max(0.0, when - env.now), fire, ip, when)
+        if when is not None and self.armed.get(ip) != when:
+            self.armed[ip] = when
+            self.later(max(0.0, when - self.env.now), self.fire, ip, when)
 
-    def fire(ip: str, when: float) -> None:
-        if armed.get(ip) == when:
-            del armed[ip]
-            plan.agents[ip].on_timer(env.now)
-            pump(ip)
+    def fire(self, ip: str, when: float) -> None:
+        if self.armed.get(ip) == when:
+            del self.armed[ip]
+            self.agents[ip].on_timer(self.env.now)
+            self.pump(ip)
 
-    def connected(ip: str, conn: int) -> None:
-        plan.agents[ip].connected(conn, env.now)  # type: ignore[attr-defined]
-        pump(ip)
+    def connected(self, ip: str, conn: int) -> None:
+        self.agents[ip].connected(conn, self.env.now)
+        self.pump(ip)
 
-    def to_server(ip: str, conn: int, data: bytes, host: str | None = None) -> None:
-        host = host or host_of.get((ip, conn), rip)
-        start = max(env.now, busy.get(host, 0.0))
-        busy[host] = start + plan.server_time
+    def to_server(self, ip: str, conn: int, data: bytes, host: str | None = None) -> None:
+        host = host or self.host_of.get((ip, conn), self.rip)
+        start = max(self.env.now, self.busy.get(host, 0.0))
+        self.busy[host] = start + self.plan.server_time
+        self.later(start + self.plan.server_time - self.env.now, self.serve, ip, conn, data,
+                   host)
 
-        def process(_e: object = None) -> None:
-            t = perf_counter()
-            if refused(host, ip, env.now):  # crashed while the request was queued
-                if data:
-                    reset(ip, conn, host, 0.0)
-                return
-            searched = app.searches() if search else 0
-            reply, _close = hosts[host].receive((ip, conn), data, env.now)
-            if plan.measure is not None:
-                plan.measure.setdefault("server", []).append(perf_counter() - t)
-            if reply:
-                d = one_way(host, ip, wire(len(reply)), 0.2)
-                if search and app.searches() > searched:  # modelled search: delays
-                    d += search  # the answer to a search request, holds no CPU
-                later(d, to_agent, ip, conn, reply)
+    def serve(self, ip: str, conn: int, data: bytes, host: str) -> None:
+        """Replica ``host`` handles ``data`` from agent ``ip`` once its queue reaches it."""
+        t = perf_counter()
+        if self.refused(host, self.env.now):  # crashed while the request was queued
+            if data:
+                self.reset(ip, conn, host, 0.0)
+            return
+        searches = self.searches
+        searched = searches() if searches is not None else 0
+        reply, _close = self.hosts[host].receive((ip, conn), data, self.env.now)
+        if self.plan.measure is not None:
+            self.plan.measure.setdefault("server", []).append(perf_counter() - t)
+        if reply:
+            d = self.one_way(host, ip, self.wire(len(reply)), 0.2)
+            if searches is not None and searches() > searched:  # modelled search: delays
+                d += self.search  # the answer to a search request, holds no CPU
+            self.later(d, self.to_agent, ip, conn, reply)
 
-        later(start + plan.server_time - env.now, process)
+    def to_agent(self, ip: str, conn: int, data: bytes) -> None:
+        start = max(self.env.now, self.busy.get(ip, 0.0))
+        self.busy[ip] = start + self.plan.agent_time
+        self.later(start + self.plan.agent_time - self.env.now, self.receive, ip, conn, data)
 
-    def to_agent(ip: str, conn: int, data: bytes) -> None:
-        start = max(env.now, busy.get(ip, 0.0))
-        busy[ip] = start + plan.agent_time
+    def receive(self, ip: str, conn: int, data: bytes) -> None:
+        self.agents[ip].receive(conn, data, self.env.now)
+        self.pump(ip)
 
-        def process() -> None:
-            plan.agents[ip].receive(conn, data, env.now)  # type: ignore[attr-defined]
-            pump(ip)
+    def ask(self, job: Job) -> None:
+        ip = self.plan.agent_order[job.agent]
+        self.out.schedule_error.append(0.0)
+        self.agents[ip].ask(job, self.plan.requests[job.index], self.env.now)
+        self.pump(ip)
 
-        later(start + plan.agent_time - env.now, process)
-
-    def ask(job: Job) -> None:
-        ip = plan.agent_order[job.agent]
-        out.schedule_error.append(0.0)
-        plan.agents[ip].ask(job, plan.requests[job.index], env.now)
-        pump(ip)
-
-    if plan.churn is not None:  # sim.build.churn: the registry's index changes at these times
-        for at, apply in plan.churn.timeline(plan):  # type: ignore[attr-defined]
-            later(at, apply, at)
-    replay(env, plan, ask, done_events, 0.0)
-    env.run()
-    out.end_time = env.now
-    return out
+    def run(self) -> EngineOutput:
+        plan, env = self.plan, self.env
+        if plan.churn is not None:  # sim.build.churn: the registry's index changes then
+            for at, apply in plan.churn.timeline(plan):
+                self.later(at, apply, at)
+        replay(env, plan, self.ask, self.done_events, 0.0)
+        env.run()
+        self.out.end_time = env.now
+        return self.out

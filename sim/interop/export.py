@@ -1,19 +1,14 @@
-"""``tooldns export-zones``: a hierarchy's zones as master files plus NSD, Knot and BIND
-configuration that loads them.
+"""A hierarchy's zones as master files plus NSD, Knot and BIND configuration that loads them.
 
 :func:`export_zones` writes, atomically (``analysis.files.Staging``: all files appear
 together or none), one ``<zone>.zone`` per zone (the root as ``root.zone``; text from
-``nodes.authoritative.zonefile``) and three configuration fragments serving them as primary zones:
-``nsd.conf``, ``knot.conf`` and ``named.conf``, each opening with a comment on how to use
-it. :func:`add_arguments` and :func:`run` are the subcommand; ``sim/cli/main.py`` registers them
-(and takes :func:`transfer_network`, the type of ``tooldns serve --allow-transfer``).
-Heavy modules are imported inside :func:`run` so the CLI's ``--help`` stays fast.
+``nodes.authoritative.zonefile``) and three configuration fragments serving them as primary
+zones: ``nsd.conf``, ``knot.conf`` and ``named.conf``, each opening with a comment on how to
+use it. ``tooldns export-zones`` (sim/cli/export_zones.py) is its command.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +33,8 @@ class Export:
     files: list[str] = field(default_factory=list)
     zones: list[str] = field(default_factory=list)
     records: int = 0
-    #: "zone Z: the SRV RRset at … needs at least N bytes, …" (``nodes.authoritative.zonefile.oversized``)
+    #: "zone Z: the SRV RRset at … needs at least N bytes, …"
+    #: (``nodes.authoritative.zonefile.oversized``)
     warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -152,55 +148,3 @@ def named_conf(zones: list[str], where: Path, too_big: Sequence[str] = ()) -> st
     body = "".join(f'\nzone "{z}" {{\n\ttype primary;\n\tfile "{where / zone_file_name(z)}";'
                    f"\n}};\n" for z in zones)
     return head + body
-
-
-# ---------------------------------------------------------------------- command line
-
-
-HELP = "write the hierarchy's zones as master files plus nsd.conf, knot.conf and named.conf"
-DESCRIPTION = (
-    "Write every zone of the hierarchy `tooldns serve` would run with the same options as an "
-    "RFC 1035 master file (DIR/<zone>.zone, the root as root.zone) and configuration "
-    "fragments for NSD, Knot and BIND serving them as primary zones. Only static records are "
-    "exported (intent answers are per query, whether the intent rides in the option or in "
-    "the name: a static server answers NXDOMAIN where ToolDNS has the empty non-terminals "
-    "above intent names, e.g. _mcp._tcp.<zone>). The scorer does not change the records.")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of ``tooldns export-zones DIR`` (serve's namespace options)."""
-    from sim.cli.main import _add_namespace_args
-
-    p.add_argument("dir", metavar="DIR", help="output folder (created if missing)")
-    _add_namespace_args(p)
-
-
-def transfer_network(text: str) -> str:
-    """The argparse type of ``tooldns serve --allow-transfer``: a network or an address."""
-    import ipaddress
-
-    try:
-        return str(ipaddress.ip_network(text, strict=False))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not a network or address: {text!r} (e.g. 10.0.0.0/8, 127.0.0.1, ::1)") from None
-
-
-def run(args: argparse.Namespace) -> int:
-    """Build the hierarchy, export it, print one line; 0 done, 1 failed."""
-    from analysis.files import OutputError
-    from nodes.authoritative.zonefile import ZoneFileError
-    from sim.build.hierarchy import build_hierarchy
-    from sim.cli.main import _namespace
-
-    ns = _namespace(args)
-    hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer)
-    try:
-        result = export_zones(hierarchy, args.dir, source=f"namespace {ns.origin}")
-    except (ZoneFileError, OutputError) as exc:
-        print(f"tooldns export-zones: error: {exc}", file=sys.stderr)
-        return 1
-    for warning in result.warnings:
-        print(f"tooldns export-zones: warning: {warning}", file=sys.stderr)
-    print(result.summary())
-    return 0

@@ -24,10 +24,19 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 from dnslib import DNSRecord
 
 from sim.accounting import WireCost
+from sim.build.runplan import RunPlan
+from sim.engines.base import EngineOutput
+from sim.run.records import stub_walks
+from sim.schemes import RegistryScheme, SchemeSpec
+
+#: one scheme's run as a capture sees it: scheme, plan, output, wall-clock start and end
+Window = tuple[SchemeSpec, RunPlan, EngineOutput, float, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +59,7 @@ class Capture:
         self.path, self.bpf, self.iface, self.snaplen = Path(path), bpf, iface, snaplen
         self.tool = "tcpdump" if shutil.which("tcpdump") else "scapy"
         self._proc: subprocess.Popen | None = None
-        self._sniffer = None
+        self._sniffer: Any = None  # scapy's AsyncSniffer (fallback)
 
     def start(self) -> Capture:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,3 +196,70 @@ def attribute(packets: Iterable[Packet], ports: set[int],
         else:
             add(job, p, up)
     return costs, left
+
+
+def compare_capture(df: pd.DataFrame, pcap: Path, windows: list[Window], tool: str,
+                    ports: set[int]) -> tuple[pd.DataFrame, dict]:
+    """Attribute captured packets to queries; add ``cap_*`` columns; compare per scheme."""
+    packets = read_packets(pcap)
+    cols: dict[str, list[pd.Series]] = {c: [] for c in (
+        "cap_bytes_up", "cap_bytes_down", "cap_packets_up",
+                            "cap_packets_down")}
+    report: dict = {"pcap": pcap.name, "tool": tool, "packets": len(packets), "schemes": {}}
+    for scheme, plan, output, start, end in windows:
+        mine = [p for p in packets if start <= p.ts <= end]
+        dns_keys: dict = {}
+        flows: dict[tuple[str, int], list[tuple[float, int]]] = {}
+        conn_flow = {(ip, conn): (ip, port) for (ip, port), conn in output.flows.items()}
+        for job, res in output.stubs:
+            agent_ip = plan.agent_order[job.agent]
+            if isinstance(scheme, RegistryScheme):
+                for st in res.steps:
+                    flow = conn_flow.get((agent_ip, st.conn))
+                    if flow is not None:
+                        flows.setdefault(flow, []).append((st.sent, job.index))
+                continue
+            for st in res.steps:
+                dns_keys.setdefault((agent_ip, st.server[0], st.qid, st.qname), []).append(
+                    (st.sent, job.index))
+            resolver_ip = plan.agents[agent_ip].resolver[0]  # walks leave from there
+            for walk in stub_walks(output, agent_ip, res):
+                for st in walk.steps:
+                    if st.transport == "tls":  # DNS over TLS: by connection, as HTTP flows
+                        flow = conn_flow.get((resolver_ip, st.conn))
+                        if flow is not None:
+                            flows.setdefault(flow, []).append((st.sent, job.index))
+                        continue
+                    dns_keys.setdefault((resolver_ip, st.server[0], st.qid, st.qname),
+                                        []).append((st.sent, job.index))
+        for sends in (*flows.values(), *dns_keys.values()):
+            sends.sort()
+        costs, left = attribute(mine, ports, dns_keys, flows, output.clock_offset,
+                                until=output.end_time)
+        rows = df.scheme == scheme.name
+        acct = df[rows]
+        cap = [costs.get(j, WireCost()) for j in acct.job]
+        for name, attr in (("cap_bytes_up", "bytes_up"), ("cap_bytes_down", "bytes_down"),
+                           ("cap_packets_up", "packets_up"),
+                           ("cap_packets_down", "packets_down")):
+            cols[name].append(pd.Series([getattr(c, attr) for c in cap], index=acct.index))
+        accounted = zip(acct.bytes_up.tolist(), acct.packets_up.tolist(),
+                        acct.bytes_down.tolist(), acct.packets_down.tolist(), strict=True)
+        exact = sum(c == WireCost(*r) for c, r in zip(cap, accounted, strict=True))
+        acc_b = int((acct.bytes_up + acct.bytes_down).sum())
+        acc_p = int((acct.packets_up + acct.packets_down).sum())
+        cap_b = sum(c.bytes_up + c.bytes_down for c in cap)
+        cap_p = sum(c.packets_up + c.packets_down for c in cap)
+        report["schemes"][scheme.name] = {
+            "queries": len(acct), "queries_exact": exact,
+            "accounted_bytes": acc_b, "captured_bytes": cap_b,
+            "accounted_packets": acc_p, "captured_packets": cap_p,
+            "bytes_diff_pct": round(100 * (cap_b - acc_b) / acc_b, 3) if acc_b else None,
+            "packets_diff_pct": round(100 * (cap_p - acc_p) / acc_p, 3) if acc_p else None,
+            "unattributed_packets": len(left),
+            "unattributed_bytes": sum(p.size for p in left),
+        }
+    df = df.copy()
+    for name, parts in cols.items():
+        df[name] = pd.concat(parts) if parts else 0
+    return df, report

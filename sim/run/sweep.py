@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,15 +49,16 @@ from analysis.files import (
     make_dirs,
     remove_stale,
 )
+from analysis.metrics import METRICS, SWEEP_SHOWN
+from sim.errors import ScenarioError
+from sim.loading import resolved_yaml
 from sim.provenance import KEY as PROVENANCE
 from sim.provenance import provenance, utc_now
-from sim.scenario import Scenario, ScenarioError, resolved_yaml
+from sim.scenario import Scenario
 
 SUMMARY = "summary.json"
 # metrics shown in the console table (all of them go to the files): key, label, format
-SHOWN = (("success", "success", "{:.1%}"), ("hit_at_k", "hit@K", "{:.1%}"),
-         ("mean_round_trips", "RTTs", "{:.2f}"), ("median_latency_ms", "median ms", "{:.2f}"),
-         ("mean_bytes_down", "bytes down", "{:.0f}"), ("mean_tools_examined", "C(q)", "{:.1f}"))
+SHOWN = tuple((k, METRICS[k].label, METRICS[k].fmt) for k in SWEEP_SHOWN)
 
 
 @dataclass(frozen=True)
@@ -279,8 +281,8 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     atomic_write(out / "sweep.json", lambda p: Path(p).write_text(
         json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
     if len(table):  # every metric against each grid axis, per scheme (sweep_<axis>.png)
-        from analysis.plots.core import sweep_title
         from analysis.plots.sweep import plot_sweep
+        from analysis.titles import sweep_title
 
         plot_sweep(table, scenario.sweep.grid, out, sweep_title(meta))
     result.table = table
@@ -394,12 +396,19 @@ def _point_files(data: dict) -> dict[str, bytes]:
         return {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}
 
 
+def _bytes_writer(data: bytes) -> Callable[[str], None]:
+    def write(p: str) -> None:
+        Path(p).write_bytes(data)
+
+    return write
+
+
 def _write_point(folder: Path, files: dict[str, bytes]) -> None:
     """Write a point's files together (or none of them), ``summary.json`` last (it marks
     the point done)."""
     with Staging(folder) as st:
         for name in sorted(files):
-            st.write(name, lambda p, data=files[name]: Path(p).write_bytes(data))
+            st.write(name, _bytes_writer(files[name]))
         st.commit(last=[SUMMARY], remove=["partial.json"])
 
 

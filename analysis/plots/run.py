@@ -1,5 +1,4 @@
-"""Standard plots of a run's per-query records (PNG, matplotlib's object API: no pyplot, no
-global backend, so they work the same headless, in workers and in notebooks).
+"""Standard figures of a run's per-query records (PNG):
 
 * ``latency_cdf.png`` — CDF of discovery latency per scheme (schemes with failures say so
   in the legend; one with no success is listed as such);
@@ -10,85 +9,32 @@ global backend, so they work the same headless, in workers and in notebooks).
 
 Every function takes the records (``analysis.results.load_run(...).records``), returns the
 figure and, given a ``path``, also writes it; titles name scenario, engine and seed.
-The same records give byte-identical PNG files (fixed dpi, no software/date metadata).
-
-    python3 -m analysis.plots.core DIR     # (re)write the standard figures of a run/sweep/eval
 """
 
 from __future__ import annotations
 
-import argparse
-import io
-import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.files import atomic_write
+from analysis.metrics import METRICS
+from analysis.plots.style import (
+    heading,
+    new_figure,
+    new_grid,
+    save_figure,
+    scheme_colors,
+    schemes_of,
+)
+from analysis.results import per_phase
+from analysis.titles import records_title
 
-# fixed metadata so the same records give byte-identical PNG files
-_META = {"Software": None}
-DPI = 110
 STANDARD = ("latency_cdf.png", "bytes_per_query.png", "cache_hits_over_time.png")
-
-
-def new_figure(figsize: tuple[float, float] = (6, 4), nrows: int = 1, ncols: int = 1,
-               **kw: object) -> tuple[Figure, Axes | np.ndarray]:
-    """A figure with its own Agg canvas (not registered with pyplot) and its axes."""
-    fig = Figure(figsize=figsize)
-    FigureCanvasAgg(fig)
-    return fig, fig.subplots(nrows, ncols, **kw)
-
-
-def png_bytes(fig: Figure) -> bytes:
-    """The figure as PNG, exactly as :func:`_save` writes it."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata=_META)
-    return buf.getvalue()
-
-
-def _save(fig: Figure, path: Path) -> None:
-    """Atomically (analysis.files: a temporary file beside ``path``, removed on failure; mode
-    from the umask; disk errors as one-line OutputError)."""
-    try:
-        atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=DPI,
-                                                   bbox_inches="tight", metadata=_META))
-    finally:
-        if (plt := sys.modules.get("matplotlib.pyplot")) is not None:
-            plt.close(fig)  # a pyplot figure (older callers); a no-op for ours
-
-
-def title_of(df: pd.DataFrame) -> str:
-    """``scenario (engine, seed N)`` from a run's records ('' if they do not say)."""
-    if df.empty or not {"scenario", "engine", "seed"} <= set(df.columns):
-        return ""
-    first = df.iloc[0]
-    return f"{first.scenario} ({first.engine}, seed {first.seed})"
-
-
-def _heading(ax: Axes | Figure, what: str, title: str | None, df: pd.DataFrame) -> None:
-    title = title_of(df) if title is None else title
-    text = f"{what}\n{title}" if title else what
-    if isinstance(ax, Figure):
-        ax.suptitle(text, fontsize=10)
-    else:
-        ax.set_title(text, fontsize=10)
-
-
-def scheme_colors(schemes: Iterable[object]) -> dict[str, str]:
-    """One colour per scheme, in order of first appearance (the same in every figure)."""
-    names = list(dict.fromkeys(str(s) for s in schemes))
-    palette = [f"C{i % 10}" for i in range(len(names))]
-    return dict(zip(names, palette, strict=True))
-
-
-def _schemes(df: pd.DataFrame) -> list[str]:
-    return list(dict.fromkeys(str(s) for s in df.scheme))
+#: the per-phase metrics :func:`phase_bars` draws by default
+PHASE_BARS = ("mean_round_trips", "median_latency_ms")
 
 
 def latency_cdf(df: pd.DataFrame, path: Path | None = None, title: str | None = None
@@ -97,7 +43,7 @@ def latency_cdf(df: pd.DataFrame, path: Path | None = None, title: str | None = 
     whose queries did not all succeed says how many did; one with none is still listed."""
     fig, ax = new_figure()
     colors = scheme_colors(df.scheme)
-    for scheme in _schemes(df):
+    for scheme in schemes_of(df):
         g = df[df.scheme == scheme]
         ok = g[g.success]
         if len(ok) == 0:  # a legend entry without a line: the scheme ran, nothing succeeded
@@ -114,9 +60,9 @@ def latency_cdf(df: pd.DataFrame, path: Path | None = None, title: str | None = 
     ax.grid(alpha=0.3)
     if len(df):
         ax.legend(fontsize=8)
-    _heading(ax, "discovery latency CDF", title, df)
+    heading(ax, "discovery latency CDF", _title(title, df))
     if path is not None:
-        _save(fig, path)
+        save_figure(fig, path)
     return fig
 
 
@@ -131,9 +77,9 @@ def bytes_per_query(df: pd.DataFrame, path: Path | None = None, title: str | Non
     ax.set_ylabel("IP bytes per query")
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
-    _heading(ax, "bytes per query", title, df)
+    heading(ax, "bytes per query", _title(title, df))
     if path is not None:
-        _save(fig, path)
+        save_figure(fig, path)
     return fig
 
 
@@ -159,11 +105,11 @@ def cache_hits_over_time(df: pd.DataFrame, path: Path | None = None, bins: int =
     columns = [[ph] for ph in phase_ids] if len(phase_ids) <= max_facets else [phase_ids]
     per_phase = max(2, bins // max(1, len(phase_ids)))
     width = 6.5 if len(columns) == 1 else min(3.0 + 2.3 * len(columns), 13.0)
-    fig, axes = new_figure((width, 5.5), 2, len(columns), sharey="row", squeeze=False)
+    fig, axes = new_grid((width, 5.5), 2, len(columns), sharey="row")
     colors = scheme_colors(df.scheme)
     for col, group in enumerate(columns):
         top, bottom = axes[0][col], axes[1][col]
-        for scheme in _schemes(df):
+        for scheme in schemes_of(df):
             for ph in group:
                 part = df[(df.scheme == scheme) & (df.phase == ph)] if "phase" in df else df[
                     df.scheme == scheme]
@@ -186,40 +132,37 @@ def cache_hits_over_time(df: pd.DataFrame, path: Path | None = None, bins: int =
     axes[1][0].set_ylim(-0.03 * high, high)
     if len(df):
         axes[0][0].legend(fontsize=7)
-    _heading(fig, "cache help over time (binned per phase)", title, df)
+    heading(fig, "cache help over time (binned per phase)", _title(title, df))
     fig.tight_layout()
     if path is not None:
-        _save(fig, path)
+        save_figure(fig, path)
     return fig
 
 
 def phase_bars(df: pd.DataFrame, path: Path | None = None, title: str | None = None,
-               metrics: Sequence[tuple[str, str]] = (
-                   ("mean_round_trips", "round trips per query"),
-                   ("median_latency_ms", "median latency (ms)"))) -> Figure:
-    """Per phase and scheme: grouped bars of :func:`analysis.results.per_phase` metrics."""
-    from analysis.results import per_phase
-
+               metrics: Sequence[str] = PHASE_BARS) -> Figure:
+    """Per phase and scheme: grouped bars of :func:`analysis.results.per_phase` metrics
+    (keys of :data:`analysis.metrics.METRICS`, each on its axis label)."""
     table = per_phase(df)
-    schemes = _schemes(df)
+    schemes = schemes_of(df)
     colors = scheme_colors(schemes)
-    fig, axes = new_figure((4.2 * len(metrics), 3.8), 1, len(metrics), squeeze=False)
+    fig, axes = new_grid((4.2 * len(metrics), 3.8), 1, len(metrics))
     phase_ids = sorted(df.phase.unique()) if len(df) else []
     width = 0.8 / max(1, len(schemes))
-    for ax, (metric, label) in zip(axes[0], metrics, strict=True):
+    for ax, metric in zip(axes[0], metrics, strict=True):
         for j, scheme in enumerate(schemes):
             vals = [table[metric].get((scheme, ph), np.nan) for ph in phase_ids]
             ax.bar(np.arange(len(phase_ids)) + (j - (len(schemes) - 1) / 2) * width, vals,
                    width, color=colors[scheme], label=scheme)
         ax.set_xticks(np.arange(len(phase_ids)), [f"phase {p}" for p in phase_ids])
-        ax.set_ylabel(label)
+        ax.set_ylabel(METRICS[metric].axis)
         ax.grid(axis="y", alpha=0.3)
     if schemes:
         axes[0][0].legend(fontsize=7)
-    _heading(fig, "per workload phase", title, df)
+    heading(fig, "per workload phase", _title(title, df))
     fig.tight_layout()
     if path is not None:
-        _save(fig, path)
+        save_figure(fig, path)
     return fig
 
 
@@ -235,62 +178,5 @@ def standard_plots(df: pd.DataFrame, out: Path, title: str | None = None) -> lis
     return paths
 
 
-def write_figures(folder: Path, out: Path | None = None) -> list[Path]:
-    """(Re)write the standard figures of a run, sweep or evaluation folder into ``out``
-    (default: the folder itself); returns the files written."""
-    from analysis import results
-
-    out = out or folder
-    out.mkdir(parents=True, exist_ok=True)
-    kind = results.kind_of(folder)
-    if kind == "run":
-        run = results.load_run(folder, partial=True)
-        paths = standard_plots(run.records, out, run.title)
-        if "faults" in run.summary:
-            from analysis.plots.faults import success_over_time
-
-            paths.append(success_over_time(run.summary, out))
-        return paths
-    if kind == "sweep":
-        from analysis.plots.sweep import plot_sweep
-
-        sweep = results.load_sweep(folder)
-        return plot_sweep(sweep.table, sweep.grid, out, sweep_title(sweep.meta))
-    if kind == "eval":
-        from analysis.plots.retrieval import plot_all
-
-        ev = results.load_eval(folder)
-        return plot_all(ev.per_query, out, eval_title(ev.meta))
-    raise FileNotFoundError(f"{folder}: not a run, sweep or evaluation folder")
-
-
-def sweep_title(meta: dict) -> str:
-    return f"sweep {meta.get('scenario', '?')} (seed {meta.get('seed', '?')})"
-
-
-def eval_title(meta: dict) -> str:
-    return f"{meta.get('name', '?')} (seed {(meta.get('spec') or {}).get('seed', '?')})"
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python3 -m analysis.plots.core",
-        description="(Re)write the standard figures of a tooldns output folder: a run's "
-                    "latency CDF, bytes per query, cache help over time (and success over "
-                    "time with faults); a sweep's metrics against each grid axis; an "
-                    "evaluation's retrieval figures.")
-    p.add_argument("dir", metavar="DIR", type=Path, help="output folder of tooldns run/sweep/eval")
-    p.add_argument("--out", type=Path, help="write the figures here (default: DIR)")
-    args = p.parse_args(argv)
-    try:
-        paths = write_figures(args.dir, args.out)
-    except FileNotFoundError as exc:
-        print(f"analysis.plots.core: {exc}", file=sys.stderr)
-        return 2
-    for path in paths:
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def _title(title: str | None, df: pd.DataFrame) -> str:
+    return records_title(df) if title is None else title

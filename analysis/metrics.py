@@ -1,0 +1,210 @@
+"""The metric table: every metric a run, sweep or evaluation reports, once, with its key
+(the name in ``summary.json``, ``sweep.csv`` and the evaluation's ``summary.csv``), table
+label, unit, format, figure axis label and, for the per-query aggregates, how it is
+computed from a group of records. The console tables, reports, figures, ``per_phase`` and
+the run summary all read it from here.
+
+    from analysis.metrics import METRICS, aggregate
+    aggregate(records, tools=2000)      # {scheme: {key: value}}: summary.json "schemes"
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: a statistic of one group's records; ``tools`` is the namespace's tool count
+Stat = Callable[["pd.DataFrame", int], float | None]
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str  # column header in tables
+    unit: str  # "" for counts and shares
+    fmt: str  # str.format of one value in tables
+    meaning: str
+    axis: str = ""  # axis label in figures ("" = label)
+    stat: Stat | None = None  # from one group's records (None: computed elsewhere)
+    digits: int | None = None  # rounding in summary.json (None with a stat: an integer)
+
+    @property
+    def axis_label(self) -> str:
+        return self.axis or self.label
+
+    def value(self, records: pd.DataFrame, tools: int = 0) -> float | int | None:
+        """The statistic of ``records`` as ``summary.json`` stores it (rounded)."""
+        if self.stat is None:
+            raise ValueError(f"metric {self.key} is not aggregated from records")
+        v = self.stat(records, tools)
+        if v is None:
+            return None
+        return int(v) if self.digits is None else round(float(v), self.digits)
+
+
+def _mean(column: str) -> Stat:
+    return lambda g, _: float(g[column].mean())
+
+
+def _ok_latency(q: float | None) -> Stat:
+    """Median (``q`` None) or quantile of the latency of the successful queries."""
+    def stat(g: pd.DataFrame, _: int) -> float | None:
+        ok = g.latency_ms[g.success]
+        if not len(ok):
+            return None
+        return float(ok.median()) if q is None else float(ok.quantile(q))
+    return stat
+
+
+_ALL = (
+    # per-query aggregates (summary.json "schemes", per_phase)
+    Metric("queries", "queries", "", "{}", "discoveries (queries) in the group",
+           stat=lambda g, _: len(g)),
+    Metric("success", "success", "", "{:.1%}",
+           "share of discoveries that returned an answer", stat=_mean("success"), digits=6),
+    Metric("hit_at_1", "hit@1", "", "{:.1%}",
+           "share whose first answer is a ground-truth tool", stat=_mean("hit_at_1"), digits=6),
+    Metric("hit_at_k", "hit@K", "", "{:.1%}",
+           "share with a ground-truth tool among the K answers", stat=_mean("hit_at_k"),
+           digits=6),
+    Metric("mean_round_trips", "RTTs", "round trips", "{:.2f}",
+           "mean sequential round trips per query", axis="round trips per query",
+           stat=_mean("round_trips"), digits=6),
+    Metric("median_latency_ms", "median ms", "ms", "{:.2f}",
+           "median discovery latency of the successful queries (null: none succeeded)",
+           axis="median latency (ms)", stat=_ok_latency(None), digits=6),
+    Metric("p95_latency_ms", "p95 ms", "ms", "{:.2f}",
+           "95th percentile latency of the successful queries (null: none succeeded)",
+           stat=_ok_latency(0.95), digits=6),
+    Metric("mean_bytes_up", "bytes up", "bytes", "{:.0f}",
+           "mean IP bytes sent towards the servers per query", stat=_mean("bytes_up"),
+           digits=3),
+    Metric("mean_bytes_down", "bytes down", "bytes", "{:.0f}",
+           "mean IP bytes received per query", axis="bytes down per query",
+           stat=_mean("bytes_down"), digits=3),
+    Metric("mean_packets", "packets", "packets", "{:.2f}",
+           "mean IP packets (both directions) per query",
+           stat=lambda g, _: float((g.packets_up + g.packets_down).mean()), digits=3),
+    Metric("mean_bytes", "bytes", "bytes", "{:.0f}",
+           "mean IP bytes (both directions) per query",
+           stat=lambda g, _: float((g.bytes_up + g.bytes_down).mean()), digits=3),
+    Metric("mean_tools_examined", "C(q)", "items", "{:.1f}",
+           "mean items scored per query C(q)", axis="items examined C(q)",
+           stat=_mean("tools_examined"), digits=3),
+    Metric("search_space_reduction", "search space saved", "", "{:.1%}",
+           "1 - mean C(q) / tools in the namespace",
+           stat=lambda g, tools: 1 - float(g.tools_examined.mean()) / tools, digits=6),
+    Metric("cache_hit_queries", "cache-helped", "", "{:.1%}",
+           "share of queries helped by a resolver cache",
+           stat=lambda g, _: float((g.cache_hits > 0).mean()), digits=6),
+    Metric("start_s", "starts at s", "s", "{:.1f}", "send time of the group's first query",
+           stat=lambda g, _: float(g.sent_s.min()), digits=9),
+    # trust (summary.json "trust.schemes")
+    Metric("policy", "policy", "", "{}", "trust policy of the scheme"),
+    Metric("rogue_returned", "rogue returned", "tools", "{}",
+           "rogue tools among all answers"),
+    Metric("queries_with_rogue", "queries with rogue", "queries", "{}",
+           "queries with a rogue tool among their answers"),
+    Metric("rogue_at_1", "rogue at #1", "queries", "{}",
+           "queries whose first answer is a rogue tool"),
+    Metric("recall_at_k", "recall@K", "", "{:.1%}", "share with a ground-truth tool in the K"),
+    Metric("recall_cost", "recall cost", "", "{:+.1%}", "recall@K lost against the open policy"),
+    Metric("latency_cost_ms", "latency cost ms", "ms", "{:+.2f}",
+           "extra median latency against the open policy"),
+    # faults (summary.json "faults.schemes", flattened by analysis.report.fault_rows)
+    Metric("success_during_faults", "during faults", "", "{:.1%}",
+           "success of the queries sent while a fault was active"),
+    Metric("success_outside_faults", "outside faults", "", "{:.1%}",
+           "success of the queries sent while no fault was active"),
+    Metric("baseline_success", "fault-free", "", "{:.1%}",
+           "success of the same workload without faults"),
+    Metric("extra_mean_ms", "extra ms during (mean)", "ms", "{:.2f}",
+           "mean extra latency during faults against the fault-free run"),
+    Metric("extra_p95_ms", "extra ms during (p95)", "ms", "{:.2f}",
+           "95th percentile extra latency during faults"),
+    Metric("mean_retries", "retries", "retries", "{:.3f}", "mean upstream retries per query"),
+    Metric("stale_answers", "stale answers", "queries", "{}",
+           "queries answered from stale cache entries"),
+    Metric("recovered_after_s", "recovered after s (worst)", "s", "{:.2f}",
+           "after the slowest restart, time until queries succeed again"),
+    # retrieval evaluation (summary.csv of tooldns eval)
+    Metric("hit1_cat", "hit@1 category", "", "{:.1%}",
+           "the top answer is in the query's category"),
+    Metric("hitk_cat", "hit@K category", "", "{:.1%}",
+           "one of the top K is in the query's category"),
+    Metric("hit1_tool", "hit@1 tool", "", "{:.1%}", "the top answer is a ground-truth tool"),
+    Metric("hitk_tool", "hit@K tool", "", "{:.1%}", "one of the top K is a ground-truth tool"),
+    Metric("recall_k", "recall@K", "", "{:.1%}",
+           "share of the ground-truth tools in the top K"),
+    Metric("rr", "MRR", "", "{:.3f}", "mean reciprocal rank of the first ground-truth tool"),
+    Metric("examined", "C(q)", "items", "{:.1f}", "items scored per query"),
+    Metric("examined_frac", "C(q) / pool", "", "{:.3f}", "items scored per item in the pool"),
+    Metric("tokens", "LLM tokens", "tokens", "{:.0f}", "LLM tokens per query"),
+    Metric("time_ms", "ms per query", "ms", "{:.2f}", "wall time per query"),
+)
+
+#: the footnote of the comparison table per scheme
+NOTE = ("per query; RTTs = sequential round trips (ToolDNS: resolver↔servers; registries: "
+        "TCP/TLS handshakes + HTTP calls); bytes/packets at the IP layer incl. the "
+        "agent↔resolver exchange; C(q) = items scored (servers, registry, ANS client)")
+
+#: every metric by key
+METRICS: dict[str, Metric] = {m.key: m for m in _ALL}
+
+#: summary.json "schemes": the per-scheme aggregates of a run's records
+SUMMARY = ("queries", "success", "hit_at_1", "hit_at_k", "mean_round_trips",
+           "median_latency_ms", "p95_latency_ms", "mean_bytes_up", "mean_bytes_down",
+           "mean_packets", "mean_tools_examined", "search_space_reduction",
+           "cache_hit_queries")
+#: the comparison table per scheme (console, reports, sweep report)
+SCHEME_TABLE = tuple(k for k in SUMMARY if k != "search_space_reduction")
+#: analysis.results.per_phase: per (scheme, phase) aggregates
+PHASE = ("queries", "success", "hit_at_k", "mean_round_trips", "median_latency_ms",
+         "mean_bytes", "cache_hit_queries", "start_s")
+#: the per-phase table of reports
+PHASE_TABLE = tuple(k for k in PHASE if k != "hit_at_k")
+#: the sweep's console table and figures (columns of sweep.csv)
+SWEEP_SHOWN = ("success", "hit_at_k", "mean_round_trips", "median_latency_ms",
+               "mean_bytes_down", "mean_tools_examined")
+TRUST_TABLE = ("policy", "rogue_returned", "queries_with_rogue", "rogue_at_1", "recall_at_k",
+               "hit_at_1", "recall_cost", "median_latency_ms", "latency_cost_ms")
+FAULT_TABLE = ("success", "success_during_faults", "success_outside_faults",
+               "baseline_success", "extra_mean_ms", "extra_p95_ms", "mean_retries",
+               "stale_answers", "recovered_after_s")
+EVAL_TABLE = ("queries", "hit1_cat", "hitk_cat", "hit1_tool", "hitk_tool", "recall_k", "rr",
+              "examined", "examined_frac", "tokens", "time_ms")
+
+
+def format_value(fmt: str, value: object) -> str:
+    """One table cell: ``-`` for a missing or NaN value, ``str`` if ``fmt`` does not fit."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    try:
+        return fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def metrics(keys: Iterable[str]) -> list[Metric]:
+    """The metrics of ``keys``, in that order."""
+    return [METRICS[k] for k in keys]
+
+
+def summarise_group(records: pd.DataFrame, tools: int = 0, keys: Iterable[str] = SUMMARY
+                    ) -> dict[str, Any]:
+    """The ``keys`` metrics of one group of records, rounded as ``summary.json`` has them."""
+    return {k: METRICS[k].value(records, tools) for k in keys}
+
+
+def aggregate(records: pd.DataFrame, tools: int, by: str = "scheme",
+              keys: Iterable[str] = SUMMARY) -> dict[str, dict[str, Any]]:
+    """Per ``by`` value (in order of appearance), the ``keys`` metrics of its records:
+    ``summary.json`` "schemes" (``tools``: tools in the namespace)."""
+    keys = tuple(keys)
+    return {str(name): summarise_group(g, tools, keys)
+            for name, g in records.groupby(by, sort=False)}

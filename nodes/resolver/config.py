@@ -1,0 +1,70 @@
+"""The resolver's configuration (:class:`ResolverConfig`) and its upstream modes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from nodes.dns.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
+from nodes.dns.wire import (
+    DEFAULT_EDNS_SIZE,
+    DEFAULT_OPTION_CODE,
+    EMBEDDING_OPTION_CODE,
+    SCORES_OPTION_CODE,
+)
+from nodes.trust import TrustPolicy
+
+# ``aware`` walks cursor names with the intent option; ``strip`` and ``pass-through`` model
+# unmodified resolvers (the client's option removed or forwarded); ``qname`` resolves the
+# intent carried in the name (nodes.dns.wire.intent_qname), following the CNAME chain
+Mode = Literal["aware", "strip", "pass-through", "qname"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolverConfig:
+    """Resolver behaviour; every field can be set from a scenario file."""
+
+    mode: Mode = "aware"
+    beam: int = 1  # explore up to B of the top-K branches at each level
+    # how the beam is kept: "split" (each branch shares out its width, Algorithm 1) or
+    # "global" (the best B children over all zones of a level, by the servers' scores)
+    search: Literal["split", "global"] = "split"
+    # how the leaves' lists are combined: round-robin in walk order, or by score
+    merge: Literal["round-robin", "score"] = "round-robin"
+    timeout: float = 0.5  # seconds per attempt before trying the next replica
+    max_attempts: int = 4  # attempts per query across a zone's replicas
+    query_mock: bool = True  # rank cached child lists locally
+    cache: bool = True  # use the caches at all
+    a_from_additional: bool = False  # take targets' A from the SRV response's additional data
+    edns_size: int = DEFAULT_EDNS_SIZE
+    option_code: int = DEFAULT_OPTION_CODE
+    dns_port: int = 53
+    max_rounds: int = 24  # loop guard
+    # bounds on everything cached (one LRU over all tables; bytes are estimated with
+    # sys.getsizeof, see nodes.dns.cache); the least recently used items go first
+    cache_max_entries: int = DEFAULT_MAX_ENTRIES
+    cache_max_bytes: int = DEFAULT_MAX_BYTES
+    # stub queries being resolved at once; more are dropped and counted (as Unbound's
+    # num-queries-per-thread), so a flood of distinct intents cannot grow state unbounded
+    max_clients: int = 10_000
+    srtt_alpha: float = 0.3
+    selection: Literal["srtt", "random"] = "srtt"  # replica order: smoothed RTT or random
+    srtt_decay: float = 1.0  # SRTT of replicas not chosen is multiplied by this (BIND-style
+    # decay: a replica that timed out is probed again eventually; 1 = never)
+    serve_stale: bool = False  # RFC 8767: answer from expired data when upstream fails
+    stale_ttl: float = 86_400.0  # how long past expiry data may still be served
+    trust: TrustPolicy | None = None  # which zones tools may come from (nodes.trust)
+    dnssec: bool = False  # set DO and validate the chain of delegations (nodes.dns.dnssec)
+    trust_anchor: str = ""  # the root zone's DS record (text) when validating
+    scores_code: int = SCORES_OPTION_CODE  # the option asking for servers' scores
+    # send the intent's embedding (dense scorer) so that dense servers need not compute it
+    send_embedding: bool = False
+    # how queries to the authoritative servers travel: UDP (TC → TCP), or DNS over TLS on
+    # connections the engine keeps open (the node only marks its Outgoing; no TC retry)
+    upstream: Literal["udp", "tls"] = "udp"
+    embedding_code: int = EMBEDDING_OPTION_CODE
+
+    @property
+    def wants_scores(self) -> bool:
+        """Whether the servers' scores are asked for (global search or score merge)."""
+        return self.search == "global" or self.merge == "score"

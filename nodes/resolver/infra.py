@@ -1,0 +1,53 @@
+"""Server selection (Unbound's infra cache): the smoothed RTT of every server asked, and
+the order a zone's replicas are tried in (lowest SRTT first, or random)."""
+
+from __future__ import annotations
+
+import random
+
+from nodes.dns.zone import Address
+from nodes.resolver.config import ResolverConfig
+
+SRTT_MAX = 65_536  # servers whose smoothed RTT is remembered
+
+
+class Infra:
+    """Smoothed RTTs (bounded: the server learned first is forgotten first)."""
+
+    def __init__(self, config: ResolverConfig, rng: random.Random) -> None:
+        self.config = config
+        self.rng = rng
+        self.srtt: dict[Address, float] = {}
+
+    def order(self, servers: tuple[Address, ...]) -> list[Address]:
+        """Replicas in the order they will be tried (lowest SRTT first, or random)."""
+        srtt = self.srtt
+        if self.config.selection == "random":
+            order = list(servers)
+            self.rng.shuffle(order)
+        else:
+            rand = self.rng.random
+            order = sorted(servers, key=lambda s: (srtt.get(s, 0.0), rand()))
+        decay = self.config.srtt_decay
+        if decay != 1.0:
+            for other in order[1:]:
+                if other in srtt:
+                    srtt[other] *= decay
+        return order
+
+    def measured(self, server: Address, rtt: float) -> None:
+        """A response came back after ``rtt`` seconds."""
+        old = self.srtt.get(server)
+        a = self.config.srtt_alpha
+        self.set(server, rtt if old is None else (1 - a) * old + a * rtt)
+
+    def timed_out(self, server: Address) -> None:
+        """No response within the timeout: the server's SRTT doubles (at least the timeout)."""
+        timeout = self.config.timeout
+        self.set(server, max(self.srtt.get(server, timeout) * 2, timeout))
+
+    def set(self, server: Address, value: float) -> None:
+        srtt = self.srtt
+        if server not in srtt and len(srtt) >= SRTT_MAX:
+            del srtt[next(iter(srtt))]  # forget the server learned first
+        srtt[server] = value

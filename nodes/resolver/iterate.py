@@ -1,0 +1,154 @@
+"""Stock iteration (Unbound's iterator): plain iterative resolution of a literal name, as
+an unmodified resolver does — referrals towards the name, CNAMEs followed (at most
+:data:`MAX_CNAMES`), the delegation sent beside a CNAME learned; unless an option is
+forwarded (pass-through), every CNAME and answer RRset is cached by (name, type), and
+NXDOMAIN by the SOA's TTL. With ``dnssec`` every reply is validated with the key of the
+zone asked (a positive answer then earns the client AD; denials are not checked).
+
+Used for the ``strip``, ``pass-through`` and ``qname`` modes and for any stub query that is
+not a cursor walk. A state machine the core drives (:data:`nodes.resolver.types.Rounds`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dnslib import RR, DNSHeader, DNSRecord
+
+from nodes.dns.message import RC_NOERROR, RC_NXDOMAIN, TYPE_CNAME, TYPE_NS, TYPE_SOA, Message
+from nodes.dns.wire import Intent, is_subdomain, normalise
+from nodes.dns.zone import Address
+from nodes.resolver.caches import Known
+from nodes.resolver.context import Context
+from nodes.resolver.types import Answer, Ask, DiscoveryResult, Rounds, rcode_text
+from nodes.resolver.validate import fetch_keys, validated
+
+MAX_CNAMES = 16  # CNAMEs followed for one question (BIND's max-restarts is 11, Unbound 11)
+
+Final = tuple[Answer | None, str | None]  # the response to relay (or None) and the error
+
+
+@dataclass(slots=True)
+class _Chase:
+    """One resolution under way: the name now asked, the CNAMEs followed, where to ask."""
+
+    qname: str
+    chain: list[RR]
+    known: Known
+    bailiwick: str = "."
+    servers: tuple[Address, ...] = ()
+
+    def follow(self, ctx: Context, cname: RR) -> None:
+        """Go on with the CNAME's target, from the closest servers known for it."""
+        self.chain.append(cname)
+        self.qname = normalise(cname.rdata.label)
+        self.bailiwick, self.servers = ctx.caches.servers_for(self.qname, self.known)
+
+
+def plain(ctx: Context, qname: str, qtype: int, intent: Intent | None,
+          result: DiscoveryResult) -> Rounds[Answer | None]:
+    """A stub's plain query resolved: the response to relay, the error on ``result``."""
+    msg, error = yield from iterate(ctx, qname, qtype, intent, result)
+    result.error = error
+    result.finished = ctx.now
+    return msg
+
+
+def iterate(ctx: Context, qname: str, qtype: int, intent: Intent | None,
+            result: DiscoveryResult) -> Rounds[Final]:
+    """Resolve ``qname``/``qtype`` (see the module docstring); ``intent`` is forwarded."""
+    caches = ctx.caches
+    chase = _Chase(normalise(qname), [], {})
+    if caches.get(caches.negative, (chase.qname, qtype)) is not None:
+        result.cache["negative_hit"] += 1
+        result.rcode = "NXDOMAIN"
+        return None, "NXDOMAIN"
+    answers = intent is None  # the answer depends on the name alone: cache it by name
+    chase.bailiwick, chase.servers = caches.servers_for(chase.qname, chase.known)
+    for _ in range(ctx.config.max_rounds):
+        if answers:
+            cached = caches.get(caches.answers, (chase.qname, qtype))
+            if cached is not None:
+                result.cache["answer_hit"] += 1
+                return chained(chase.chain, cached), None
+            cname = caches.get(caches.answers, (chase.qname, TYPE_CNAME))
+            if cname is not None:
+                result.cache["cname_hit"] += 1
+                if len(chase.chain) >= MAX_CNAMES:
+                    break
+                chase.follow(ctx, cname[0])
+                continue
+        if ctx.config.dnssec:  # the zone's key first, checked against its DS
+            yield from fetch_keys(ctx, {chase.bailiwick: chase.servers}, result)
+        (reply,) = yield [Ask(chase.qname, qtype, chase.servers, intent)]
+        if ctx.config.dnssec and reply.msg is not None:
+            reply = validated(ctx, reply, chase.bailiwick, result)
+        if reply.msg is None:
+            result.rcode = "SERVFAIL"
+            return None, reply.error
+        final = _on_reply(ctx, chase, reply.msg, qtype, answers, result)
+        if final is not None:
+            return final
+    return _give_up(chase, result)
+
+
+def _on_reply(ctx: Context, chase: _Chase, msg: Answer, qtype: int, answers: bool,
+              result: DiscoveryResult) -> Final | None:
+    """What a response means: the final answer (or failure), else None with ``chase``
+    moved on (a CNAME followed, a referral taken)."""
+    caches = ctx.caches
+    qname = chase.qname
+    owned = [rr for rr in msg.rr if normalise(rr.rname) == qname]
+    if owned:
+        cname = next((rr for rr in owned if rr.rtype == TYPE_CNAME), None)
+        if cname is None or qtype == TYPE_CNAME or any(rr.rtype == qtype for rr in owned):
+            if answers:
+                rrs = msg.rr if isinstance(msg, DNSRecord) else msg.to_dnslib().rr
+                here = [rr for rr in rrs if normalise(rr.rname) == qname]
+                caches.put(caches.answers, (qname, qtype), here, min(rr.ttl for rr in here))
+            return (chained(chase.chain, msg) if chase.chain else msg), None
+        if len(chase.chain) >= MAX_CNAMES:
+            return _give_up(chase, result)
+        ctx.stats["cnames_followed"] += 1
+        if answers:
+            caches.put(caches.answers, (qname, TYPE_CNAME), [cname], cname.ttl)
+        if any(rr.rtype == TYPE_NS for rr in msg.auth):  # the next zone, beside it
+            caches.learn_referral(msg, chase.bailiwick, chase.known)
+        chase.follow(ctx, cname)
+        return None
+    if msg.header.rcode == RC_NXDOMAIN or not any(rr.rtype == TYPE_NS for rr in msg.auth):
+        result.rcode = rcode_text(msg.header.rcode)
+        soa = [rr for rr in msg.auth if rr.rtype == TYPE_SOA]
+        if soa and msg.header.rcode == RC_NXDOMAIN:
+            caches.put(caches.negative, (qname, qtype), True, soa[0].ttl)
+        if chase.chain:
+            msg = chained(chase.chain, msg)
+        return msg, None if msg.header.rcode == RC_NOERROR else "no such name"
+    children = caches.learn_referral(msg, chase.bailiwick, chase.known)
+    closer = [c for c in children if is_subdomain(qname, c)]
+    if not closer:  # RFC-compliant resolvers reject a referral not towards qname
+        ctx.stats["bogus_referral"] += 1
+        result.rcode = "SERVFAIL"
+        return None, f"referral to {children} does not lead to {qname}"
+    chase.bailiwick = closer[0]
+    chase.servers = chase.known.get(chase.bailiwick, ())
+    if not chase.servers:
+        result.rcode = "SERVFAIL"
+        return None, f"no glue for {chase.bailiwick}"
+    return None
+
+
+def _give_up(chase: _Chase, result: DiscoveryResult) -> Final:
+    result.rcode = "SERVFAIL"
+    return None, ("CNAME chain too long" if len(chase.chain) >= MAX_CNAMES
+                  else "too many referrals")
+
+
+def chained(chain: list[RR], final: Answer | list[RR]) -> DNSRecord:
+    """A response whose answer is the CNAME chain followed, then the final records."""
+    if isinstance(final, list):
+        out = DNSRecord(DNSHeader(qr=1))
+        out.rr = list(chain) + list(final)
+        return out
+    out = final.to_dnslib() if isinstance(final, Message) else final
+    out.rr = list(chain) + list(out.rr)
+    return out

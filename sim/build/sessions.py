@@ -1,0 +1,125 @@
+"""The agent session layer of a run (seed 003, :mod:`nodes.agent.session`): which schemes
+have it, the tools as sessions bind them, RBAC scopes, and the sessions put in front of
+the DNS stub agents of a plan (with the marketplace fallback's registry)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from nodes.agent.context import Scopes, ToolInfo, tool_tokens
+from nodes.agent.fallback import RegistryFallback
+from nodes.agent.session import Session, SessionAgent, SessionConfig
+from nodes.registry.client import RegistryAgent, RegistryConfig, RegistryResult
+from nodes.resolver.types import Endpoint
+from sim.accounting import TcpModel, http_cost
+from sim.build.network import Network
+from sim.build.registries import REGISTRY_HOST, build_registry, registry_ids
+from sim.build.runplan import RunPlan
+from sim.errors import ScenarioError
+from sim.scenario import Scenario
+from sim.schemes import DnsScheme, SchemeSpec
+from topologies.namespace import Namespace
+
+
+def session_applies(sc: Scenario, scheme: SchemeSpec) -> bool:
+    """Whether the agents of ``scheme`` run the session layer (``agents.session``)."""
+    spec = sc.agents.session
+    return (spec is not None and isinstance(scheme, DnsScheme)
+            and (not spec.schemes or scheme.name in spec.schemes))
+
+
+def session_tool(ns: Namespace, tool_id: str) -> ToolInfo:
+    """The namespace's tool ``tool_id`` as a session binds it."""
+    t = ns.tools[tool_id]
+    return ToolInfo(t.id, t.target, t.name, t.zone, t.org, t.service,
+                    tool_tokens(t.name, t.description),
+                    Endpoint(t.target, t.address or None, t.port, 0, 0, t.zone))
+
+
+def session_tool_of(ns: Namespace) -> Callable[[str], ToolInfo | None]:
+    """SRV target -> the tool as a session binds it (Eq. 3 tokens of name and
+    description: the namespace carries no parameter schemas), cached."""
+    ids = ns.target_ids()
+    known: dict[str, ToolInfo | None] = {}
+
+    def tool_of(target: str) -> ToolInfo | None:
+        if target not in known:
+            tid = ids.get(target)
+            known[target] = None if tid is None else session_tool(ns, tid)
+        return known[target]
+
+    return tool_of
+
+
+def session_scopes(sc: Scenario) -> Scopes | None:
+    """The sessions' RBAC scopes (``agents.session.scopes``), zones made absolute."""
+    spec = sc.agents.session
+    if spec is None or spec.scopes is None:
+        return None
+    return Scopes(frozenset(spec.scopes.user),
+                  tuple(z if z.endswith(".") else z + "." for z in spec.scopes.roles),
+                  frozenset(spec.scopes.orgs))
+
+
+def check_session_tools(sc: Scenario, ns: Namespace) -> None:
+    """Scenario errors of ``agents.session`` that need the namespace: unknown tool ids."""
+    spec = sc.agents.session
+    if spec is None:
+        return
+    for field, ids in (("always_include", spec.always_include),
+                       ("guard_exempt", spec.guard_exempt),
+                       ("scopes.user", spec.scopes.user if spec.scopes else ())):
+        unknown = [t for t in ids if t not in ns.tools]
+        if unknown:
+            raise ScenarioError(f"agents.session.{field}: no tool with id "
+                                f"{', '.join(map(repr, unknown[:3]))} in the namespace")
+
+
+def _registry_fallback(sc: Scenario, ns: Namespace, plan: RunPlan, network: Network
+                       ) -> Callable[[str], RegistryFallback] | None:
+    """Per agent address, the marketplace fallback (an AgentDNS registry of the run)."""
+    spec = sc.agents.session
+    if spec is None or spec.fallback != "registry":
+        return None
+    setup = build_registry("agentdns", ns, plan.hierarchy.scorer(), sc.seed,
+                           ttl=sc.caches.srv_ttl)
+    by_url = registry_ids(ns)
+    tcp = TcpModel(sc.network.mtu)
+
+    def cost(res: RegistryResult) -> tuple[int, int, int]:  # MODELLED wire cost
+        c = http_cost(res.steps, set(res.connections), True, False, None, tcp)
+        return c.bytes_up, c.bytes_down, c.packets_up + c.packets_down
+
+    def url_tool(url: str) -> ToolInfo | None:
+        tid = by_url.get(url)
+        return None if tid is None else session_tool(ns, tid)
+
+    def fallback(ip: str) -> RegistryFallback:
+        client = RegistryAgent((setup.address, setup.port), REGISTRY_HOST,
+                               RegistryConfig(kind="agentdns", token=setup.token,
+                                              timeout=sc.agents.timeout), name=ip)
+        rtt = network.path.rtt_estimate(network.role_of[ip], "registry:0")
+        busy = sc.network.processing.server + sc.network.processing.registry
+        return RegistryFallback(client, setup.server, rtt, busy, cost, url_tool, ip)
+
+    return fallback
+
+
+def session_agents(sc: Scenario, ns: Namespace, plan: RunPlan, network: Network) -> None:
+    """Put a session (nodes.agent.session) in front of every DNS stub agent: one per agent."""
+    spec = sc.agents.session
+    assert spec is not None
+    config = SessionConfig(capacity=spec.capacity, ttl=spec.ttl, min_tools=spec.min_tools,
+                           fallback=spec.fallback, wider_k=spec.wider_k,
+                           wider_beam=spec.wider_beam, guard_window=spec.guard_window,
+                           guard_max_repeats=spec.guard_max_repeats,
+                           guard_exempt=spec.guard_exempt, guard_period=spec.guard_period,
+                           scopes=session_scopes(sc))
+    always = [session_tool(ns, t) for t in spec.always_include]
+    tool_of = session_tool_of(ns)
+    fallback = _registry_fallback(sc, ns, plan, network)
+    for ip, stub in list(plan.agents.items()):
+        fb = fallback(ip) if fallback is not None else None
+        # the engines drive a SessionAgent through the StubAgent interface it mirrors
+        plan.agents[ip] = SessionAgent(stub, Session(config, always),  # type: ignore[assignment]
+                                       tool_of, fb)

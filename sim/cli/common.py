@@ -1,0 +1,241 @@
+"""What every ``tooldns`` command shares: the consoles and their one-line messages (results,
+progress, warnings, errors), the namespace options of ``serve`` and ``export-zones``, the
+scenario file with ``--seed``/``--set`` applied, progress bars and interruption by signal.
+
+Heavy modules are imported inside the functions that need them, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sim.scenario import Scenario
+    from topologies.namespace import Namespace
+
+DEFAULT_OPTION_CODE = 65432  # nodes.dns.wire.DEFAULT_OPTION_CODE (tests check they agree)
+DEFAULT_CACHE_BYTES = 512 * 2**20  # nodes.dns.cache.DEFAULT_MAX_BYTES (likewise)
+SCORERS = ("bm25", "tfidf", "oracle", "dense")
+
+
+class _Consoles:
+    """rich consoles made on first use: ``out`` (results) and ``err`` (progress, warnings,
+    errors); ``quiet`` hides progress."""
+
+    quiet = False
+    _out: Console | None = None
+    _err: Console | None = None
+
+    @property
+    def out(self) -> Console:
+        if self._out is None:
+            from rich.console import Console
+            self._out = Console() if sys.stdout.isatty() else Console(width=160)
+        return self._out
+
+    @property
+    def err(self) -> Console:
+        if self._err is None:
+            from rich.console import Console
+            self._err = Console(stderr=True) if sys.stderr.isatty() else Console(
+                stderr=True, width=160)
+        return self._err
+
+
+consoles = _Consoles()
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr (hidden by ``-q``)."""
+    if not consoles.quiet:
+        consoles.err.print(message, style="dim", markup=False, highlight=False)
+
+
+def say(message: str) -> None:
+    """A plain line of results on stdout (no markup, never wrapped)."""
+    consoles.out.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+def warn(message: str) -> None:
+    consoles.err.print(f"warning: {message}", style="yellow", markup=False, highlight=False,
+                       soft_wrap=True)
+
+
+def stderr(message: str) -> None:
+    """One line to stderr (no wrapping, no markup): errors and interruptions."""
+    print(" ".join(message.split()), file=sys.stderr, flush=True)
+
+
+def error(command: str, message: str) -> None:
+    """One problem per line on stderr, each prefixed like argparse does."""
+    for line in str(message).splitlines() or [""]:
+        stderr(f"tooldns {command}: error: {line}")
+
+
+def positive_int(text: str) -> int:
+    """The argparse type of counts of workers and shards."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+# ------------------------------------------------------------------------ namespace
+
+
+def add_namespace_args(p: argparse.ArgumentParser) -> None:
+    """The namespace options of ``serve`` and ``export-zones`` (plus replicas and scorer)."""
+    g = p.add_argument_group("namespace (synthetic unless --catalog is given)")
+    g.add_argument("--catalog", help="catalogue JSONL (format of shared/data/tools/catalog.jsonl)")
+    g.add_argument("--queries", help="queries JSONL with tool_ids (default: beside the catalogue)")
+    g.add_argument("--limit", type=int, help="load at most this many catalogue rows")
+    g.add_argument("--tools", type=int, default=2000, help="synthetic: number of tools")
+    g.add_argument("--branching", type=int, default=6, help="synthetic: branching factor")
+    g.add_argument("--depth", type=int, default=2, help="synthetic: depth below tools.")
+    g.add_argument("--orgs", type=int, default=3, help="synthetic: certified organisations")
+    g.add_argument("--seed", type=int, default=0, help="synthetic tree and IDs")
+    p.add_argument("--replicas", type=int, default=1, help="NS replicas per zone")
+    p.add_argument("--scorer", default="bm25", choices=SCORERS,
+                   help="how servers rank children and tools")
+
+
+def namespace(args: argparse.Namespace) -> Namespace:
+    """The namespace the options of :func:`add_namespace_args` describe."""
+    from topologies.catalog import from_catalog
+    from topologies.synthetic import synthetic
+
+    if args.catalog:
+        queries = args.queries or (Path(args.catalog).parent / "queries.jsonl")
+        return from_catalog(args.catalog, queries if Path(queries).exists() else None,
+                            limit=args.limit)
+    return synthetic(n_tools=args.tools, branching=args.branching, depth=args.depth,
+                     seed=args.seed, n_orgs=args.orgs)
+
+
+# ------------------------------------------------------------------------ scenario files
+
+
+def add_scenario_args(p: argparse.ArgumentParser) -> None:
+    """``--seed`` and ``--set`` of the commands that take a scenario file."""
+    p.add_argument("--seed", type=int, help="override the file's seed")
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE",
+                   help="override a field (repeatable; dotted, YAML value), e.g. "
+                   "--set namespace.tools=5000 --set schemes.tooldns.k=1 "
+                   "--set network.link.delay.mean=0.02")
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """The scenario file with ``--seed`` and ``--set`` applied and validated again; its
+    warnings (suspicious units) printed. Raises ScenarioError naming file and field."""
+    import yaml
+
+    from sim.errors import ScenarioError
+    from sim.loading import load_scenario
+    from sim.sanity import sanity_warnings
+
+    scenario = load_scenario(args.file)
+    overrides: dict[str, Any] = {}
+    for item in args.set or ():
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ScenarioError(f"--set {item}: expected FIELD=VALUE, e.g. "
+                                f"--set namespace.tools=5000 or --set schemes.tooldns.k=1")
+        try:
+            overrides[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ScenarioError(f"--set {item}: the value is not valid YAML") from None
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    if overrides:
+        scenario = _overridden(scenario, overrides, args.file)
+    for warning in sanity_warnings(scenario):
+        warn(f"{args.file}: {warning}")
+    return scenario
+
+
+def _overridden(scenario: Scenario, overrides: dict[str, Any], file: str) -> Scenario:
+    from pydantic import ValidationError
+
+    from sim.errors import ScenarioError, format_errors
+
+    for key, value in overrides.items():  # one at a time: errors name the --set given
+        try:
+            scenario = scenario.with_overrides({key: value})
+        except ValidationError as exc:
+            raise ScenarioError(format_errors(f"{file} (--set {key}={value})", exc,
+                                              type(scenario))) from None
+        except ValueError as exc:
+            raise ScenarioError(f"{file}: --set {key}: {exc}") from None
+    return scenario
+
+
+# ------------------------------------------------------------------------ long commands
+
+
+class Stopped:
+    """The exit status of an interrupted command: 130 (SIGINT) or 143 (SIGTERM)."""
+
+    code = 128 + signal.SIGINT
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[Stopped]:
+    """SIGTERM stops a command the way Ctrl-C does (``KeyboardInterrupt``, via the SIGINT
+    handler, so asyncio's own handling applies), remembering which signal it was."""
+    stopped = Stopped()
+
+    def on_term(signum: int, _frame: object) -> None:
+        stopped.code = 128 + signum
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+            raise KeyboardInterrupt
+        signal.raise_signal(signal.SIGINT)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (tests calling main() from a thread)
+        yield stopped
+        return
+    try:
+        yield stopped
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def query_progress() -> Iterator[Callable[[str, int, int], None] | None]:
+    """Per-query progress bars with ETA on a terminal (one per scheme), else nothing."""
+    if consoles.quiet or not consoles.err.is_terminal:
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                    console=consoles.err, transient=True)
+    tasks: dict[str, Any] = {}
+
+    def tick(label: str, done: int, total: int) -> None:
+        if label not in tasks:
+            tasks[label] = bars.add_task(label, total=total)
+        bars.update(tasks[label], completed=done)
+
+    with bars:
+        yield tick

@@ -1,0 +1,91 @@
+"""``tooldns eval``: discovery methods compared on retrieval quality, from an evaluation file
+(scenarios/eval/*.yaml) or from ``--catalog``/``--queries`` and options."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sim.cli.common import consoles, error, progress, query_progress, say
+
+HELP = ("compare discovery methods on retrieval quality "
+        "(a scenarios/eval/*.yaml file, or --catalog/--queries)")
+DESCRIPTION = HELP
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", nargs="?", help="evaluation file (docs/eval-reference.md)")
+    p.add_argument("--catalog", help="catalogue JSONL (format of shared/data/tools)")
+    p.add_argument("--queries", help="queries JSONL (default: beside the catalogue)")
+    p.add_argument("--methods", help="comma-separated: flat:S, context, "
+                   "tooldns:S[:B[:score|global]], a2x:S:get_one|get_important|get_all, "
+                   "grail[:no-maxsim|no-tags|no-pseudo|no-synonyms|intersect|alpha=X|"
+                   "pseudo=N…], grail-intersect (S: bm25 tfidf dense maxsim llm); "
+                   "GRAIL's pseudo-documents need --test-fraction (docs/grail.md)")
+    p.add_argument("--out", help="output directory (default results/<name>)")
+    p.add_argument("-k", "--k", type=int, default=10, help="K of hit@K and recall@K")
+    p.add_argument("--sample", type=int, help="evaluate a seeded sample of this many queries")
+    p.add_argument("--test-fraction", type=float, help="stratified test split, e.g. 0.4")
+    p.add_argument("--taxonomy", choices=["categories", "cluster"], default="categories")
+    p.add_argument("--branching", type=int, default=16, help="cluster: branching factor")
+    p.add_argument("--depth", type=int, default=2, help="cluster: depth")
+    p.add_argument("--leaf-size", type=int, default=40, help="cluster: A2X leaf cap")
+    p.add_argument("--representatives", type=int, default=0,
+                   help="route by each zone's N representative tools (MaxSim) instead of "
+                   "its summary; each one scored counts as an item examined")
+    p.add_argument("--vectors", choices=["tfidf", "dense"], default="tfidf",
+                   help="cluster: the vectors the tree is clustered with")
+    p.add_argument("--centroids", action="store_true",
+                   help="route by each child's mean tool embedding for the query's service "
+                   "(dense scorer; the servers do the same with Delegation.centroids)")
+    p.add_argument("--seed", type=int, default=0, help="sampling, split and clustering")
+    p.add_argument("--llm-url", help="OpenAI-compatible endpoint for the llm scorer/context")
+    p.add_argument("--llm-model", default="default")
+    p.add_argument("--cache-dir", help="keep sentence embeddings on disk here")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from sim.evalspec import DEFAULT_METHODS, EvalScenario, load_eval
+    from sim.retrieval.run import run_eval
+
+    try:
+        if args.file:
+            spec = load_eval(args.file)
+        elif args.catalog:
+            spec = EvalScenario.model_validate({
+                "name": Path(args.out).name if args.out else "eval", "seed": args.seed,
+                "dataset": {"source": "catalog", "catalog": args.catalog,
+                            "queries": args.queries, "sample": args.sample,
+                            "test_fraction": args.test_fraction},
+                "taxonomy": {"kind": args.taxonomy, "branching": args.branching,
+                             "depth": args.depth, "leaf_size": args.leaf_size,
+                             "representatives": args.representatives,
+                             "vectors": args.vectors, "centroids": args.centroids},
+                "methods": args.methods.split(",") if args.methods else DEFAULT_METHODS,
+                "k": args.k, "llm": {"url": args.llm_url, "model": args.llm_model},
+                "cache_dir": args.cache_dir})
+        else:
+            error("eval", "give an eval FILE or --catalog CATALOG.jsonl")
+            return 2
+        with query_progress() as tick:
+            result = run_eval(spec, Path(args.out) if args.out else None,
+                              progress=lambda m: progress(f"method {m}"), tick=tick)
+    except ValueError as exc:
+        error("eval", str(exc))
+        return 2
+    table = Table(title=f"retrieval: {spec.name} (K = {spec.k})")
+    for col in ("method", "queries", "hit@1 cat", "hit@K cat", "hit@1 tool", "recall@K", "MRR",
+                "C(q)", "% pool", "% all", "tokens", "ms"):
+        table.add_column(col)
+    for _, r in result["summary"].iterrows():
+        table.add_row(r["method"], str(int(r["queries"])), *(
+            "—" if v != v else f"{100 * v:.1f}" for v in (r.hit1_cat, r.hitk_cat, r.hit1_tool,
+                                                           r.recall_k)),
+            "—" if r.rr != r.rr else f"{r.rr:.3f}", f"{r.examined:.0f}",
+            f"{100 * r.examined_frac:.2f}", f"{100 * r.examined_frac_all:.2f}",
+            f"{r.tokens:.0f}", f"{r.time_ms:.2f}")
+    consoles.out.print(table)
+    say(f"results in {result['out']}")
+    return 0

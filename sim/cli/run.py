@@ -1,0 +1,142 @@
+"""``tooldns run``: every scheme of a scenario file on one engine, a comparison table on
+stdout and the results written to a folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sim.cli.common import (
+    add_scenario_args,
+    consoles,
+    error,
+    interruptible,
+    positive_int,
+    progress,
+    query_progress,
+    say,
+    scenario_from_args,
+    stderr,
+    warn,
+)
+from sim.engines.catalog import ENGINES
+
+if TYPE_CHECKING:
+    from sim.run.runner import RunResult
+    from sim.scenario import Scenario
+
+HELP = "run a scenario file and compare its schemes"
+DESCRIPTION = (
+    "Run every scheme of a scenario on one engine, print a comparison table and "
+    "write results (results.parquet/csv, nodes.csv, summary.json, scenario.yaml, "
+    "figures).")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="scenario YAML (see scenarios/, docs/scenario-reference.md)")
+    p.add_argument("--engine", choices=list(ENGINES),
+                   help="override the file's engine")
+    p.add_argument("--out", help="output directory (default: results/<scenario name>)")
+    add_scenario_args(p)
+    p.add_argument("--show-config", action="store_true",
+                   help="print the fully defaulted scenario (after --seed/--set) and exit")
+    p.add_argument("--capture", action="store_true",
+                   help="live engine: record loopback traffic to capture.pcap (tcpdump, or "
+                        "scapy) and check the byte/packet accounting against it (needs root)")
+    p.add_argument("--shards", type=positive_int, metavar="N",
+                   help="simpy: split the run over N Ray workers (engine_options.shards)")
+    p.add_argument("--ray-address", metavar="ADDRESS",
+                   help="--shards: the Ray cluster to run them on (default: a local Ray)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from analysis.files import OutputError, check_output
+    from sim.errors import ScenarioError
+    from sim.loading import resolved_yaml
+
+    with interruptible() as stopped:
+        try:
+            scenario = scenario_from_args(args)
+            if args.show_config:
+                sys.stdout.write(resolved_yaml(scenario))
+                return 0
+            # the output folder is tried before anything is imported, built or started
+            if warning := check_output(scenario, args.out, args.capture):
+                warn(warning)
+            scenario = with_shards(scenario, args)
+            from sim.engines.shards import start as start_shards
+            from sim.run.runner import run_scenario
+
+            start_shards(scenario)  # the workers build the run while this process builds
+            with query_progress() as tick:
+                result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
+                                      progress=progress, capture=args.capture, check=False,
+                                      tick=tick)
+        except ScenarioError as exc:
+            error("run", str(exc))
+            return 2
+        except OutputError as exc:
+            error("run", str(exc))
+            return 1
+        except KeyboardInterrupt as exc:  # sim.run.outputs.RunInterrupted says what was kept
+            stderr(f"tooldns run: {exc}" if hasattr(exc, "finished") else
+                   "tooldns run: interrupted; no results written")
+            return stopped.code
+    _print_result(result, scenario, args)
+    return 0
+
+
+def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespace) -> None:
+    """The comparison table, notes on the engine, warnings and where the files are."""
+    from analysis.console import print_capture, print_summary
+    from sim.engines.catalog import engine_info
+
+    console = consoles.out
+    print_summary(result.summary, console, result.records)
+    if (workers := scenario.engine_options.shards.workers) > 1 or args.shards:
+        if workers > 1:
+            console.print(f"sharded over {workers} Ray workers (sim.engines.shards): walks as "
+                          f"in one process; link-delay draws, server queueing and packet caches "
+                          f"per shard", style="dim")
+        console.print("engine wall time: " + ", ".join(
+            f"{name} {s:.1f} s" for name, s in result.summary["wall_s"].items()), style="dim")
+    if engine_info(engine := result.summary["engine"]).user_space_links:
+        console.print(f"{engine} engine: link delay and loss emulated in user space by the "
+                      "socket adapters (no netem qdisc on this machine)", style="dim")
+        for scheme, replay in result.summary["replay"].items():
+            err = replay["schedule_error_ms"]
+            if err:
+                console.print(f"  {scheme}: replay timing error vs schedule: median "
+                              f"{err['median']:.3f} ms, p99 {err['p99']:.3f} ms, max "
+                              f"{err['max']:.3f} ms", style="dim")
+    if "capture" in result.summary:
+        print_capture(result.summary["capture"], console)
+    expected_to_fail = {s.name for s in scenario.dns_schemes() if s.mode == "strip"}  # by design
+    for name, s in result.summary["schemes"].items():
+        if s.get("queries") and not s.get("success") and name not in expected_to_fail:
+            warn(f"scheme {name}: no query succeeded (timeouts, delays and loss are worth "
+                 f"a look: tooldns validate {args.file})")
+    assert result.out_dir is not None  # run_scenario writes unless told not to
+    files = sorted(p.name for p in Path(result.out_dir).iterdir() if not p.name.startswith("."))
+    say(f"results written to {result.out_dir}/ ({', '.join(files)})")
+
+
+def with_shards(scenario: Scenario, args: argparse.Namespace) -> Scenario:
+    """``--shards``/``--ray-address`` over the file's ``engine_options.shards``; a sharded
+    run on another engine than simpy is refused here, before anything is built."""
+    from sim.engines.shards import check_shardable
+    from sim.errors import ScenarioError
+
+    shards = scenario.engine_options.shards
+    workers: int = args.shards or shards.workers
+    update = {"workers": workers, "address": args.ray_address or shards.address}
+    scenario = scenario.model_copy(update={"engine_options": scenario.engine_options.model_copy(
+        update={"shards": shards.model_copy(update=update)})})
+    if workers > 1:
+        try:
+            check_shardable(scenario, args.engine or scenario.engine, scenario.network.resolvers)
+        except ScenarioError as exc:
+            raise ScenarioError(f"{args.file}: {exc}") from None
+    return scenario

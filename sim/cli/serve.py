@@ -1,0 +1,121 @@
+"""``tooldns serve``: every authoritative server of a namespace and a recursive resolver on
+loopback addresses, until Ctrl-C or ``--duration``."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from sim.cli.common import (
+    DEFAULT_CACHE_BYTES,
+    DEFAULT_OPTION_CODE,
+    add_namespace_args,
+    consoles,
+    error,
+    namespace,
+)
+
+HELP = "start a whole hierarchy and a resolver on 127.0.0.0/8"
+DESCRIPTION = (
+    "Start every authoritative server of a namespace and a recursive resolver on "
+    "loopback addresses (real UDP and TCP sockets), until Ctrl-C or --duration.\n"
+    "Ask it with `tooldns query`, dig or any stub resolver.")
+
+
+def transfer_network(text: str) -> str:
+    """The argparse type of ``--allow-transfer``: a network or an address."""
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a network or address: {text!r} (e.g. 10.0.0.0/8, 127.0.0.1, ::1)") from None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_namespace_args(p)
+    p.add_argument("--port", type=int, default=15353, help="DNS port of every server")
+    p.add_argument("--resolver", default="127.0.53.1", help="resolver listening address")
+    p.add_argument("--option-code", type=int, default=DEFAULT_OPTION_CODE,
+                   help="EDNS0 option code carrying the intent")
+    p.add_argument("--manifest", help="write role/zone/address/port of every server as JSON")
+    p.add_argument("--show", type=int, default=25, help="servers to list on start")
+    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument("--cache-max-bytes", type=int, default=DEFAULT_CACHE_BYTES,
+                   help="bound on the resolver's cache, bytes (estimated; LRU eviction)")
+    p.add_argument("--max-clients", type=int, default=10_000,
+                   help="stub queries the resolver works on at once (more are dropped)")
+    p.add_argument("--packet-cache-bytes", type=int, default=16 * 2**20,
+                   help="bound on each server's packet cache, bytes")
+    p.add_argument("--tcp-clients", type=int, default=256,
+                   help="TCP connections each server and the resolver keep (the idle "
+                   "longest is closed to admit a new one)")
+    p.add_argument("--allow-transfer", action="append", type=transfer_network,
+                   metavar="CIDR", help="networks allowed to transfer zones by AXFR "
+                   "(repeatable; replaces the default: loopback and the hierarchy's own "
+                   "servers)")
+    p.add_argument("--aaaa", action="store_true",
+                   help="tool targets also get AAAA records (fd74:6f6f:6c73::<IPv4>, a ULA) "
+                   "beside A; glue stays IPv4")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from rich.table import Table
+
+    from sim.build.hierarchy import build_hierarchy
+    from sim.sockets.hierarchy import LiveHierarchy
+    from sim.sockets.tcp import TcpLimits
+
+    ns = namespace(args)
+    hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer,
+                                option_code=args.option_code,
+                                packet_cache_bytes=args.packet_cache_bytes, aaaa=args.aaaa)
+    live = LiveHierarchy(hierarchy, port=args.port, resolver_address=args.resolver,
+                         cache_max_bytes=args.cache_max_bytes, max_clients=args.max_clients,
+                         tcp_limits=TcpLimits(per_listener=args.tcp_clients),
+                         allow_transfer=args.allow_transfer)
+    console = consoles.out
+
+    async def main() -> None:
+        try:
+            await live.start()
+        except OSError:
+            live.close()
+            raise
+        table = Table(title=f"ToolDNS hierarchy on port {args.port}: {ns.origin}")
+        for col in ("role", "zone", "address", "org"):
+            table.add_column(col)
+        shown = live.manifest()["servers"]
+        for m in shown[: args.show]:
+            table.add_row(m["role"], m["zone"], m["address"], m["org"] or "")
+        console.print(table)
+        if len(shown) > args.show:
+            console.print(f"… and {len(shown) - args.show} more servers (see --manifest)")
+        console.print(f"resolver {args.resolver}:{args.port} (stub clients: UDP and TCP)")
+        if args.manifest:
+            live.write_manifest(args.manifest)
+            console.print(f"manifest written to {args.manifest}")
+        console.print("[bold]ready[/bold]", highlight=False)
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        if args.duration:
+            loop.call_later(args.duration, stop.set)
+        await stop.wait()
+        live.close()
+        await asyncio.sleep(0.1)  # aborted connections' handlers end before the loop does
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:  # a busy or foreign address: say which, no traceback
+        error("serve", f"{exc.strerror or exc}; is another `tooldns serve` running? "
+                       f"(--port, --resolver; addresses other than 127.0.0.1 need Linux's "
+                       f"127.0.0.0/8 loopback)")
+        return 1
+    return 0

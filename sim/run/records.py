@@ -1,0 +1,310 @@
+"""Tidy records of a run: one row per discovery (the per-query columns, DNS and registry
+schemes alike, plus the session layer's) and one row per node (its load).
+
+Records carry only what the engine observed and the namespace says; every engine returns
+the same :class:`sim.engines.base.EngineOutput`, so records never depend on the engine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import cast
+
+from nodes.agent.session import SessionAgent
+from nodes.agent.stub import StubResult
+from nodes.dns.wire import parse_intent_qname
+from nodes.registry.client import RegistryResult
+from nodes.resolver.types import DiscoveryResult, Step
+from sim.accounting import (
+    DotModel,
+    TcpModel,
+    WireCost,
+    dot_acks,
+    http_cost,
+    keepalive_acks,
+    steps_cost,
+)
+from sim.build.network import Network
+from sim.build.registries import registry_ids
+from sim.build.runplan import RunPlan
+from sim.build.workload import Job
+from sim.engines.base import EngineOutput
+from sim.scenario import Scenario
+from sim.schemes import DnsScheme, RegistryScheme, SchemeSpec
+from topologies.namespace import Namespace
+
+SESSION_COLUMNS = ("session", "session_hit", "tools_in_context", "context_tokens",
+                   "evictions_ttl", "evictions_lru", "evictions_guard", "guard_trips",
+                   "redundant_search", "fallback", "rbac_filtered", "fallback_tools",
+                   "fallback_bytes_up", "fallback_bytes_down", "fallback_packets",
+                   "fallback_delay_ms")
+
+
+def session_columns(agent: object, job: Job) -> dict:
+    """A record's session columns (zeros for a scheme without sessions). The registry
+    fallback's bytes, packets and delay are MODELLED (not carried by the engine); its
+    delay is part of ``latency_ms``."""
+    info = agent.info.get(job.index) if isinstance(agent, SessionAgent) else None
+    if info is None:
+        return {"session": isinstance(agent, SessionAgent),
+                **{c: "" if c == "fallback" else False if c in ("session_hit",
+                                                                "redundant_search") else 0
+                   for c in SESSION_COLUMNS[1:]}}
+    return {"session": True, "session_hit": info.hit,
+            "tools_in_context": info.tools_in_context, "context_tokens": info.context_tokens,
+            "evictions_ttl": info.evictions_ttl, "evictions_lru": info.evictions_lru,
+            "evictions_guard": info.evictions_guard, "guard_trips": int(info.guard_trip),
+            "redundant_search": info.redundant,
+            "fallback": info.fallback, "rbac_filtered": info.rbac_filtered,
+            "fallback_tools": info.fallback_tools,
+            "fallback_bytes_up": info.fallback_bytes_up,
+            "fallback_bytes_down": info.fallback_bytes_down,
+            "fallback_packets": info.fallback_packets,
+            "fallback_delay_ms": round(info.fallback_delay_s * 1000, 6)}
+
+
+def _candidates(ns: Namespace) -> dict[tuple[str, str], int]:
+    """Items a server scores for (zone, service): eligible children, or the leaf's tools."""
+    below = ns.services_below()
+    tools = ns.tools
+    out: dict[tuple[str, str], int] = {}
+    for zone, node in ns.zones.items():
+        if node.children:
+            counts = Counter(s for c in node.children for s in below[c])
+        else:
+            counts = Counter(tools[t].service for t in node.tools)
+        for service in ("mcp", "a2a", "rest", "skill"):
+            out[zone, service] = counts[service]
+    return out
+
+
+def _walk_examined(walk: DiscoveryResult, zone_of: dict[str, str],
+                   cand: dict[tuple[str, str], int]) -> int:
+    """Items the servers scored for a walk: per answered cursor query (option) or
+    intent-in-the-name query at the zone the server holds, that zone's candidates."""
+    total = 0
+    for step in walk.steps:
+        if step.rtt is None:
+            continue
+        zone = zone_of.get(step.server[0])
+        if zone is None:
+            continue
+        if step.with_intent and step.qtype == "SRV":
+            if f"._{zone}" in f".{step.qname}":  # the cursor stands here
+                total += cand.get((zone, walk.request.service), 0)
+        elif step.qname.startswith("k"):
+            named = parse_intent_qname(step.qname, zone)
+            if named is not None:
+                total += cand.get((zone, named.service), 0)
+    return total
+
+
+@dataclass
+class Lookups:
+    """What records look up in the namespace, built once per run."""
+
+    target_ids: dict[str, str]  # SRV target -> tool id (built per zone as answers come in)
+    registry_ids: dict[str, str]  # registry URL -> tool id (registry schemes)
+    per_service: Counter[str]  # tools per service (what a registry search scores)
+    candidates: dict[tuple[str, str], int]  # (zone, service) -> items its server scores
+
+    @classmethod
+    def of(cls, sc: Scenario, ns: Namespace) -> Lookups:
+        return cls(ns.target_ids(), registry_ids(ns) if sc.registry_schemes() else {},
+                   Counter(t.service for t in ns.tools.values()), _candidates(ns))
+
+
+def query_record(sc: Scenario, engine: str, scheme: DnsScheme, job: Job, stub: StubResult,
+                 walks: list[DiscoveryResult], target_ids: dict[str, str],
+                 zone_of: dict[str, str], cand: dict[tuple[str, str], int],
+                 dot: DotModel | None = None) -> dict:
+    """One discovery's row (a ToolDNS scheme): outcome, accuracy, rounds, bytes, caches."""
+    returned = [target_ids.get(e.target, e.target) for e in stub.endpoints]
+    truth = set(job.query.truth)
+    steps = [s for w in walks for s in w.steps]
+    cost: WireCost = steps_cost(stub.steps) + steps_cost(steps, dot)
+    cache: dict[str, int] = {}
+    for w in walks:
+        for key, value in w.cache.items():
+            cache[key] = cache.get(key, 0) + value
+    return {
+        "scenario": sc.name,
+        "engine": engine,
+        "scheme": scheme.name,
+        "seed": sc.seed,
+        "phase": job.phase,
+        "job": job.index,
+        "agent": job.agent,
+        "query_id": job.query.id,
+        "query_source": job.query.source,
+        "intent": job.query.text,
+        "service": job.query.service,
+        "truth": " ".join(job.query.truth),
+        "returned": " ".join(returned),
+        "success": bool(returned),
+        "hit_at_1": bool(returned) and returned[0] in truth,
+        "hit_at_k": bool(truth & set(returned)),
+        "tools_examined": sum(_walk_examined(w, zone_of, cand) for w in walks),
+        "round_trips": _round_trips(walks, stub),
+        "exchanges": len(steps),
+        "stub_attempts": len(stub.steps),
+        "sent_s": round(stub.sent, 9),
+        "latency_ms": round(stub.latency * 1000, 6),
+        "bytes_up": cost.bytes_up,
+        "bytes_down": cost.bytes_down,
+        "packets_up": cost.packets_up,
+        "packets_down": cost.packets_down,
+        "servers_contacted": len({s.server for s in steps}),
+        "cache_hits": sum(cache.values()),
+        "cache_detail": json.dumps(cache, sort_keys=True),
+        "timeouts": sum(s.outcome == "timeout" for s in steps + stub.steps),
+        "retries": sum(s.outcome == "timeout" for s in steps),
+        "tcp_exchanges": sum(s.transport == "tcp" for s in steps),
+        "rcode": stub.rcode,
+        "error": stub.error or next((w.error for w in walks if w.error), "") or "",
+    }
+
+
+def connection_acks(plan: RunPlan, output: EngineOutput) -> dict[int, int]:
+    """Client pure ACKs per HTTP exchange (by ``id``) on kept-alive connections, from the
+    exchanges of all discoveries on each (agent, connection) in time order."""
+    conns: dict[tuple[str, int], list[Step]] = {}
+    for job, res in output.stubs:
+        for step in res.steps:
+            conns.setdefault((plan.agent_order[job.agent], step.conn), []).append(step)
+    acks: dict[int, int] = {}
+    for steps in conns.values():
+        steps.sort(key=lambda st: st.sent)
+        acks.update(zip(map(id, steps), keepalive_acks(steps), strict=True))
+    return acks
+
+
+def registry_record(sc: Scenario, engine: str, scheme: RegistryScheme, job: Job,
+                    res: RegistryResult | None, ids: dict[str, str], per_service: Counter,
+                    plan: RunPlan, acks: dict[int, int] | None = None) -> dict:
+    """The same columns as :func:`query_record`, for an HTTP-registry discovery."""
+    if res is None:
+        res = RegistryResult(tag=job, request=plan.requests[job.index], sent=0.0,
+                             error="not completed")
+    assert plan.tcp is not None  # a registry scheme's plan has its TCP model
+    returned = [ids.get(e.target, e.target) for e in res.endpoints]
+    truth = set(job.query.truth)
+    closed = bool(res.connections or res.steps) and (not scheme.keepalive or bool(res.error))
+    cost = http_cost(res.steps, set(res.connections), closed, scheme.keepalive, plan.tls,
+                     plan.tcp, [acks.get(id(s), 0) for s in res.steps] if acks else None)
+    examined = res.examined if scheme.kind == "ans" else per_service[job.query.service]
+    return {
+        "scenario": sc.name, "engine": engine, "scheme": scheme.name, "seed": sc.seed,
+        "phase": job.phase, "job": job.index, "agent": job.agent, "query_id": job.query.id,
+        "query_source": job.query.source, "intent": job.query.text,
+        "service": job.query.service, "truth": " ".join(job.query.truth),
+        "returned": " ".join(returned), "success": bool(returned) and not res.error,
+        "hit_at_1": bool(returned) and returned[0] in truth,
+        "hit_at_k": bool(truth & set(returned)),
+        "tools_examined": examined, "round_trips": res.round_trips,
+        "exchanges": len(res.steps), "stub_attempts": 1,
+        "sent_s": round(res.sent, 9), "latency_ms": round(res.latency * 1000, 6),
+        "bytes_up": cost.bytes_up, "bytes_down": cost.bytes_down,
+        "packets_up": cost.packets_up, "packets_down": cost.packets_down,
+        "servers_contacted": 1, "cache_hits": 0, "cache_detail": "{}",
+        "timeouts": sum(s.outcome == "timeout" for s in res.steps), "retries": 0,
+        "tcp_exchanges": len(res.steps),
+        "rcode": str(res.steps[-1].status or "") if res.steps else "",
+        "error": res.error or "",
+    }
+
+
+def _round_trips(walks: list[DiscoveryResult], stub: StubResult) -> int:
+    """Sequential upstream rounds: the walks' rounds, counting the parallel A queries of a
+    qname-style agent's second round once (their longest walk)."""
+    if not stub.a_ids:
+        return sum(w.rounds for w in walks)
+    a_ids = set(stub.a_ids)
+    first = sum(w.rounds for w in walks if w.client is None or w.client[1] not in a_ids)
+    return first + max((w.rounds for w in walks
+                        if w.client is not None and w.client[1] in a_ids), default=0)
+
+
+def stub_walks(output: EngineOutput, agent_ip: str, stub: StubResult) -> list[DiscoveryResult]:
+    """The resolver walks that served one stub query: same client and query ID, started
+    while the stub waited (IDs are 16 bits, so an agent reuses one now and then)."""
+    end = stub.finished if stub.finished else float("inf")
+    return [w for qid in stub.ids for w in output.walks.get((agent_ip, qid), [])
+            if stub.sent <= w.started <= end]
+
+
+def load_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
+                 output: EngineOutput, network: Network) -> list[dict]:
+    """One row per node that sent or received: packets, bytes, and what it answered."""
+    rows = []
+    zone_of = plan.hierarchy.zone_of
+    for ip, counters in sorted(output.load.items()):
+        server = plan.hierarchy.servers.get(ip)
+        role = network.role_of.get(ip, "")
+        row = {"scenario": sc.name, "engine": engine, "scheme": scheme.name, "seed": sc.seed,
+               "node": ip, "role": role.split(":")[0], "zone": zone_of.get(ip, ""),
+               **{k: counters.get(k, 0) for k in ("rx_packets", "rx_bytes", "tx_packets",
+                                                   "tx_bytes")}}
+        if plan.registry is not None and ip == plan.registry.address:
+            row["role"] = "registry"
+            server_ = plan.registry.server
+            app_stats = server_.app.stats  # type: ignore[attr-defined]  # a registry app (callable)
+            row.update({f"http_{k}": v for k, v in sorted({**server_.stats, **app_stats}.items())})
+        if server is not None:
+            stats = server.stats.counts
+            row.update({k: stats.get(k, 0) for k in ("semantic", "referral", "standard",
+                                                     "nxdomain", "nodata", "formerr",
+                                                     "packet_cache_hit")})
+        rows.append(row)
+    return rows
+
+
+def _registry_rows(sc: Scenario, engine: str, scheme: RegistryScheme, plan: RunPlan,
+                   output: EngineOutput, lookups: Lookups) -> list[dict]:
+    # a registry scheme's engine output carries RegistryResults where DNS ones carry stubs
+    done = {job.index: cast(RegistryResult, res) for job, res in output.stubs}
+    acks = connection_acks(plan, output) if scheme.keepalive and not scheme.tls else {}
+    rows = []
+    for job in plan.jobs:
+        rows.append(registry_record(sc, engine, scheme, job, done.get(job.index),
+                                    lookups.registry_ids, lookups.per_service, plan, acks))
+        if sc.agents.session is not None:
+            rows[-1].update(session_columns(None, job))
+    return rows
+
+
+def _dns_rows(sc: Scenario, engine: str, scheme: DnsScheme, plan: RunPlan,
+              output: EngineOutput, lookups: Lookups) -> list[dict]:
+    done = {job.index: (job, stub) for job, stub in output.stubs}
+    dot = None
+    if plan.dot is not None:  # DNS over TLS: the ACKs depend on each connection
+        walked = [*output.warmups, *(w for ws in output.walks.values() for w in ws)]
+        dot = DotModel(plan.dot.sizes, TcpModel(sc.network.mtu),
+                       *dot_acks(s for w in walked for s in w.steps))
+    rows = []
+    for job in plan.jobs:
+        job_, stub = done.get(job.index, (job, None))
+        if stub is None:
+            stub = StubResult(tag=job, request=plan.requests[job.index], sent=0.0,
+                              rcode="", error="not completed")
+        agent_ip = plan.agent_order[job.agent]
+        walks = stub_walks(output, agent_ip, stub)
+        rows.append(query_record(sc, engine, scheme, job_, stub, walks, lookups.target_ids,
+                                 plan.hierarchy.zone_of, lookups.candidates, dot))
+        if sc.agents.session is not None:  # the session layer's columns
+            rows[-1].update(session_columns(plan.agents[agent_ip], job))
+    return rows
+
+
+def scheme_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
+                   output: EngineOutput, network: Network, lookups: Lookups
+                   ) -> tuple[list[dict], list[dict]]:
+    """One scheme's per-query rows (every job of the plan, finished or not) and per-node
+    load rows."""
+    if isinstance(scheme, RegistryScheme):
+        rows = _registry_rows(sc, engine, scheme, plan, output, lookups)
+    else:
+        rows = _dns_rows(sc, engine, scheme, plan, output, lookups)
+    return rows, load_records(sc, engine, scheme, plan, output, network)

@@ -1,0 +1,187 @@
+"""Discovery schemes: a ToolDNS resolver walk (:class:`DnsScheme`) or an HTTP registry
+baseline (:class:`RegistryScheme`), one :data:`SchemeSpec` union told apart by ``kind``;
+the trust policy a scheme walks under; the resolver configuration a DNS scheme gives."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
+
+from nodes.dns.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
+from nodes.resolver.config import ResolverConfig
+from nodes.trust import TrustPolicy
+from sim.build.registries import REGISTRIES
+from sim.choices import OneOf, expected
+from sim.spec import Spec
+
+
+class TrustSpec(Spec):
+    """Which tools an agent accepts (:mod:`nodes.trust`): ``open`` (the public entry,
+    anything), ``org`` (start at one organisation's zone), ``allowlist`` (walk only the
+    zones of ``orgs``), ``certified`` (walk only certified organisation zones),
+    ``public-then-certified`` (walk the public entry, keep only tools of certified zones,
+    fall back to the certified zones when none is left)."""
+
+    policy: Literal["open", "org", "allowlist", "certified", "public-then-certified"] = "open"
+    org: str | None = Field(default=None, description="org: the organisation trusted")
+    orgs: tuple[str, ...] = Field(default=(), description="allowlist: the organisations trusted")
+
+    @model_validator(mode="after")
+    def _check(self) -> TrustSpec:
+        if self.policy == "org" and not self.org:
+            raise ValueError("org: needed when policy is 'org' (the organisation to trust)")
+        if self.policy == "allowlist" and not self.orgs:
+            raise ValueError("orgs: needed when policy is 'allowlist' (organisations trusted)")
+        return self
+
+
+class _Scheme(Spec):
+    """What every scheme has: a name, K, and how long its clients wait."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$", description="the "
+                      "scheme's label in tables (unique; --set schemes.NAME.k=1)")
+    k: int = Field(default=3, ge=0, le=255, description="top-K children or tools each server "
+                   "returns (0 = all: plain DNS, no pruning)")
+    timeout: float = Field(default=0.5, gt=0, description="seconds the resolver waits for a server "
+                           "before retrying")
+    max_attempts: int = Field(default=4, ge=1, description="tries per upstream question")
+
+
+class DnsScheme(_Scheme):
+    """A ToolDNS scheme: agents ask a recursive resolver that walks the zone tree."""
+
+    kind: Literal["tooldns"] = Field(
+        default="tooldns", description="ToolDNS resolver walk, or an HTTP registry baseline "
+        f"({', '.join(REGISTRIES)})")
+    beam: int = Field(default=1, ge=1, description="branches explored per level")
+    search: Literal["split", "global"] = Field(
+        default="split", description="keep the beam per branch (split, Algorithm 1) or the best B "
+        "of each level over all zones (global; needs the servers' scores)")
+    merge: Literal["round-robin", "score"] = Field(
+        default="round-robin", description="order the leaves' tools round-robin or by score")
+    send_embedding: bool = Field(default=False, description="send the intent's embedding with "
+                                 "every semantic query (namespace.scorer: dense)")
+    mode: Literal["aware", "strip", "pass-through", "qname"] = Field(
+        default="aware", description="resolver behaviour: aware (walks cursors with the intent "
+        "option), strip / pass-through (unmodified resolvers dropping or forwarding the "
+        "option), qname (unmodified resolver, the intent carried in the query name and the "
+        "servers' CNAME chain followed: the deployable design)")
+    cache: bool = Field(default=True, description="the resolver caches referrals and answers")
+    query_mock: bool = Field(default=True, description="the resolver answers repeated intents "
+                             "from cache (per intent text)")
+    warm: bool = Field(default=False, description="walk every service once before the workload "
+                       "(a warmed cache; with k: 0 the paper's 'K=0 warmed')")
+    selection: Literal["srtt", "random"] = Field(
+        default="srtt", description="tooldns: how the resolver picks among a zone's servers")
+    srtt_decay: float = Field(default=1.0, gt=0, le=1, description="factor applied to the SRTT of "
+                              "replicas not chosen (BIND-style; 1 = never decay)")
+    serve_stale: bool = Field(default=False, description="serve expired data when servers fail "
+                              "(RFC 8767)")
+    stale_ttl: int = Field(default=86_400, ge=0, description="seconds past expiry stale data may "
+                           "be served")
+    trust: TrustSpec | None = Field(default=None, description="overrides the scenario's trust "
+                                    "policy for this scheme")
+    dnssec: bool = Field(default=False, description="set DO and validate the chain of trust "
+                         "(needs namespace.dnssec)")
+    cache_max_entries: int = Field(default=DEFAULT_MAX_ENTRIES, ge=1, description="items the "
+                                   "resolver's cache holds (one LRU over all its tables)")
+    cache_max_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=4096, description="bytes (estimated "
+                                 "with sys.getsizeof) the resolver's cache may hold")
+    max_clients: int = Field(
+        default=10_000, ge=1, description="stub queries a resolver works on at "
+                             "once")
+    upstream: Literal["udp", "tls"] = Field(
+        default="udp", description="tooldns: how the resolver queries the authoritative servers: "
+        "UDP "
+        "(TC → TCP) or DNS over TLS (RFC 7858, port 853) on persistent connections, one per "
+        "server (simpy and live engines)")
+    upstream_idle: float = Field(
+        default=10.0, gt=0, description="upstream tls: seconds a connection "
+                                 "may stay idle before the resolver closes it")
+    upstream_connections: int = Field(default=64, ge=1, description="upstream tls: connections a "
+                                      "resolver keeps open (the one idle longest is closed "
+                                      "to open another)")
+
+    @model_validator(mode="after")
+    def _qname(self) -> DnsScheme:
+        if self.mode == "qname":  # a stock resolver follows one CNAME chain, no option
+            if self.k == 0:
+                raise ValueError("k: mode qname needs K ≥ 1 (one CNAME chain to a leaf, "
+                                 "its top-K tools)")
+            for name, default in (("warm", False), ("beam", 1), ("search", "split"),
+                                  ("merge", "round-robin"), ("send_embedding", False)):
+                if getattr(self, name) != default:
+                    raise ValueError(f"{name}: does not apply to mode qname (a stock "
+                                     f"resolver following one CNAME chain)")
+        return self
+
+
+class RegistryScheme(_Scheme):
+    """An HTTP registry baseline: AgentDNS or ANS, one registry (with replicas)."""
+
+    kind: Annotated[str, OneOf(REGISTRIES)] = Field(
+        description="the registry baseline (a name in sim.build.registries.REGISTRIES)")
+    keepalive: bool = Field(default=False, description="registries: one connection per agent kept "
+                            "open (else a new one per query)")
+    tls: bool = Field(default=False, description="registries: HTTPS (TLS 1.3) with a CA made for "
+                      "the run")
+    resolve: bool = Field(default=False, description="agentdns: also call the resolve endpoint for "
+                          "the first hit")
+    resolve_top: int = Field(default=1, ge=1, description="ans: agents resolved (one signed answer "
+                             "each)")
+    verify: bool = Field(default=True, description="ans: verify certificate chain and signatures")
+    revocation: bool = Field(default=False, description="ans: OCSP-style check of the registry "
+                             "certificate (cached)")
+    replicas: int = Field(default=1, ge=1, le=8, description="registries: replicas behind one name "
+                          "(clients fail over)")
+
+
+def scheme_kinds() -> list[str]:
+    """Every ``kind`` a scheme may name: tooldns, then the registry kinds."""
+    return ["tooldns", *REGISTRIES]
+
+
+def _scheme_tag(value: Any) -> str | None:
+    """``dns`` or ``registry`` by ``kind`` (default tooldns); None for an unknown kind."""
+    kind = value.get("kind", "tooldns") if isinstance(value, dict) else value.kind
+    if kind == "tooldns":
+        return "dns"
+    return "registry" if kind in REGISTRIES else None
+
+
+SCHEME_KIND_ERROR = "scheme_kind"  # a validation error's type when ``kind`` is unknown
+#: One discovery scheme to compare; every scheme replays the same workload.
+SchemeSpec = Annotated[
+    Annotated[DnsScheme, Tag("dns")] | Annotated[RegistryScheme, Tag("registry")],
+    Discriminator(_scheme_tag, custom_error_type=SCHEME_KIND_ERROR,
+                  custom_error_message=f"Input should be {expected(scheme_kinds())}")]
+SCHEME_TAGS = ("dns", "registry")  # where a validation error's location names the member
+
+_REGISTRY_ONLY = f"applies to registry schemes (kind {' or '.join(REGISTRIES)}), not tooldns"
+_DNS_ONLY = "applies to tooldns schemes only"
+
+
+def foreign_field(model: type[BaseModel], field: str) -> str | None:
+    """Why ``field`` is unknown to a scheme model when the other kind has it, else None."""
+    if model is DnsScheme and field in RegistryScheme.model_fields:
+        return ("applies to registry schemes; zones take namespace.replicas"
+                if field == "replicas" else _REGISTRY_ONLY)
+    if model is RegistryScheme and field in DnsScheme.model_fields:
+        return _DNS_ONLY + (" (registries: tls)" if field == "upstream" else "")
+    return None
+
+
+def resolver_config(scheme: DnsScheme, trust: TrustPolicy | None, trust_anchor: str,
+                    dns_port: int) -> ResolverConfig:
+    """The resolvers' configuration of ``scheme`` (the walk, caches, retries, trust)."""
+    return ResolverConfig(mode=scheme.mode, beam=scheme.beam, search=scheme.search,
+                          merge=scheme.merge, send_embedding=scheme.send_embedding,
+                          timeout=scheme.timeout, max_attempts=scheme.max_attempts,
+                          query_mock=scheme.query_mock, cache=scheme.cache, dns_port=dns_port,
+                          selection=scheme.selection, srtt_decay=scheme.srtt_decay,
+                          serve_stale=scheme.serve_stale, stale_ttl=scheme.stale_ttl,
+                          trust=trust, dnssec=scheme.dnssec, trust_anchor=trust_anchor,
+                          cache_max_entries=scheme.cache_max_entries,
+                          cache_max_bytes=scheme.cache_max_bytes,
+                          max_clients=scheme.max_clients, upstream=scheme.upstream)

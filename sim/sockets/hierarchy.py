@@ -1,0 +1,80 @@
+"""A whole hierarchy on real sockets (``tooldns serve``): every server plus one resolver."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nodes.authoritative.transfer import networks
+from nodes.dns.cache import DEFAULT_MAX_BYTES
+from nodes.resolver.config import ResolverConfig
+from sim.build.hierarchy import Hierarchy
+from sim.sockets.node import DEFAULT_PORT, NodeEndpoint
+from sim.sockets.server import ServerEndpoint
+from sim.sockets.tcp import TcpLimits, raise_fd_limit
+
+DEFAULT_RESOLVER_ADDRESS = "127.0.53.1"
+
+
+@dataclass
+class LiveHierarchy:
+    """All servers of a hierarchy on one port, plus a resolver serving stub clients."""
+
+    hierarchy: Hierarchy
+    port: int = DEFAULT_PORT
+    resolver_address: str = DEFAULT_RESOLVER_ADDRESS
+    resolver_seed: int = 0  # replica tie-breaks only: IDs and ports come from the OS
+    cache_max_bytes: int = DEFAULT_MAX_BYTES  # the resolver's cache bound (estimated bytes)
+    max_clients: int = 10_000  # stub queries the resolver works on at once
+    tcp_limits: TcpLimits = field(default_factory=TcpLimits)
+    # who may transfer zones (AXFR): networks or addresses, replacing the default
+    # (loopback and the hierarchy's own servers; see sim.build.hierarchy.build_hierarchy)
+    allow_transfer: Sequence[str] | None = None
+    endpoints: list[ServerEndpoint] = field(default_factory=list)
+    resolver: NodeEndpoint | None = None
+
+    async def start(self) -> None:
+        raise_fd_limit()
+        if self.allow_transfer is not None:
+            acl = networks(self.allow_transfer)  # a bad network fails here, before binding
+            for server in self.hierarchy.servers.values():
+                server.transfer_acl, server.transfer_peers = acl, frozenset()
+        for address, server in self.hierarchy.servers.items():
+            endpoint = ServerEndpoint(server, (address, self.port), tcp_limits=self.tcp_limits)
+            await endpoint.start()
+            self.endpoints.append(endpoint)
+        config = ResolverConfig(dns_port=self.port, cache_max_bytes=self.cache_max_bytes,
+                                max_clients=self.max_clients)
+        node = self.hierarchy.resolver(seed=self.resolver_seed, config=config)
+        self.resolver = NodeEndpoint(node, (self.resolver_address, self.port),
+                                     source_ip=self.resolver_address,
+                                     tcp_limits=self.tcp_limits)
+        await self.resolver.start()
+
+    def close(self) -> None:
+        for endpoint in self.endpoints:
+            endpoint.close()
+        if self.resolver is not None:
+            self.resolver.close()
+
+    def manifest(self) -> dict:
+        servers = [{**m, "port": self.port} for m in self.hierarchy.manifest]
+        return {
+            "port": self.port,
+            "option_code": self.hierarchy.option_code,
+            "root_hints": self.hierarchy.root_hints,
+            "resolver": {"role": "resolver", "address": self.resolver_address,
+                         "port": self.port},
+            "servers": servers,
+            "namespace": self.hierarchy.namespace.origin,
+        }
+
+    def write_manifest(self, path: str | Path) -> None:
+        """Write the manifest atomically (temp file + rename)."""
+        path = Path(path)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.manifest(), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+

@@ -1,0 +1,127 @@
+"""One authoritative server on real sockets: UDP, TCP and (optionally) DNS over TLS.
+
+UDP datagrams and TCP with the two-byte length prefix of RFC 1035 §4.2.2, connections
+bounded by :class:`sim.sockets.tcp.TcpLimits`; over TCP a zone transfer (AXFR) is answered
+with every message ``AuthoritativeServer.transfer`` returns, anything else by ``handle``.
+Given a TLS context the server also listens on :func:`sim.accounting.dot_port` (TLS 1.3,
+the run CA's certificate for :data:`sim.build.hierarchy.DOT_HOST`; handshake failures and
+malformed input counted, handshakes in progress bounded, connections bounded by
+:data:`DOT_LIMITS`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nodes.authoritative.server import AuthoritativeServer
+from nodes.dns.zone import Address
+from sim.sockets.links import Shaper
+from sim.sockets.tcp import TCP_IDLE_TIMEOUT, TcpLimits, drop, serve_tcp_stream
+from sim.sockets.udp import Datagrams, naming, send_datagram
+
+#: bounds on the servers' DNS-over-TLS connections: persistent by design (RFC 7858 §3.4),
+#: so idle for longer than the resolvers' own idle timeout before the server closes them
+DOT_LIMITS = TcpLimits(idle=60.0, message=TCP_IDLE_TIMEOUT, lifetime=3600.0)
+
+
+@dataclass
+class ServerEndpoint:
+    """One authoritative server bound to UDP and TCP on the same address and port."""
+
+    server: AuthoritativeServer
+    address: Address
+    shaper: Shaper | None = None
+    origin: float = 0.0  # node time = loop time - origin
+    tcp_limits: TcpLimits = field(default_factory=TcpLimits)
+    udp: asyncio.DatagramTransport | None = None
+    tcp: asyncio.base_events.Server | None = None
+    _conns: set = field(default_factory=set)
+    # DNS over TLS: the server context, its port, the bounds of its connections
+    tls: ssl.SSLContext | None = None
+    tls_port: int = 0
+    tls_limits: TcpLimits = field(default_factory=lambda: DOT_LIMITS)
+    tls_server: asyncio.base_events.Server | None = None
+    _tls_conns: set = field(default_factory=set)
+    _handshaking: int = 0
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        ip = self.address[0]
+
+        def on_datagram(data: bytes, src: Address) -> None:
+            reply = self.server.handle(data, src, loop.time() - self.origin, "udp")
+            if reply is not None:
+                send_datagram(self.udp, reply, src, ip, self.shaper)
+
+        with naming(self.address, "udp"):
+            self.udp, _ = await loop.create_datagram_endpoint(
+                lambda: Datagrams(on_datagram), local_addr=self.address)
+
+        def delay(peer: Address, size: int) -> float | None:
+            return self.shaper(ip, peer[0], size) if self.shaper else 0.0
+
+        def count(key: str) -> None:
+            self.server.stats.counts[key] += 1
+
+        def on_message(data: bytes, peer: Address) -> bytes | list[bytes] | None:
+            now = loop.time() - self.origin
+            server = self.server
+            return server.transfer(data, peer, now) or server.handle(data, peer, now, "tcp")
+
+        async def on_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await serve_tcp_stream(reader, writer, on_message, delay, self.tcp_limits,
+                                    self._conns, count)
+
+        self.tcp = await asyncio.start_server(on_stream, *self.address, reuse_address=True)
+        if self.tls is not None:
+            await self._start_tls(delay, count)
+
+    async def _start_tls(self, delay: Callable[[Address, int], float | None],
+                         count: Callable[[str], None]) -> None:
+        """Listen for DNS over TLS: plain TCP accepted, then the TLS handshake here (so a
+        failed one is counted), at most ``tls_limits.per_listener`` at once."""
+        loop = asyncio.get_running_loop()
+        ctx, limits = self.tls, self.tls_limits
+
+        def on_message(data: bytes, peer: Address) -> bytes | None:
+            return self.server.handle(data, peer, loop.time() - self.origin, "tls")
+
+        async def on_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if self._handshaking >= limits.per_listener:
+                count("tls_handshakes_full_refused")
+                writer.transport.abort()
+                return
+            self._handshaking += 1
+            try:
+                async with asyncio.timeout(limits.message):
+                    await writer.start_tls(ctx)  # type: ignore[arg-type]
+            except (TimeoutError, ssl.SSLError, ConnectionError, OSError):
+                count("tls_handshake_failed")
+                writer.transport.abort()
+                return
+            finally:
+                self._handshaking -= 1
+            count("tls_connections")
+            # persistent: open when the run ends, so cancelled then (nothing to report)
+            with contextlib.suppress(asyncio.CancelledError):
+                await serve_tcp_stream(reader, writer, on_message, delay, limits,
+                                        self._tls_conns, count, transport="tls")
+
+        with naming((self.address[0], self.tls_port), "tcp"):
+            self.tls_server = await asyncio.start_server(
+                on_stream, self.address[0], self.tls_port, reuse_address=True)
+
+    def close(self) -> None:
+        if self.udp is not None:
+            self.udp.close()
+        if self.tcp is not None:
+            self.tcp.close()
+        if self.tls_server is not None:
+            self.tls_server.close()
+        for conn in [*self._conns, *self._tls_conns]:
+            drop(conn)
+

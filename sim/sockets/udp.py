@@ -1,0 +1,64 @@
+"""UDP for the adapters: the datagram protocol, shaped sends, and bind errors that say where."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from nodes.dns.zone import Address
+from sim.sockets.links import Shaper, ip_size
+from sim.sockets.timing import call_precisely
+
+
+@contextlib.contextmanager
+def naming(address: Address, proto: str) -> Iterator[None]:
+    """A bind failure says which address and port (asyncio's UDP errors do not)."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot listen on {address[0]}:{address[1]}/{proto}: "
+                      f"{exc.strerror or exc}") from exc
+
+
+class Datagrams(asyncio.DatagramProtocol):
+    """Hands each datagram and its source (address, port) to ``on_datagram``."""
+
+    def __init__(self, on_datagram: Callable[[bytes, Address], None]) -> None:
+        self.on_datagram = on_datagram
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: tuple) -> None:
+        self.on_datagram(data, addr[:2])
+
+    def error_received(self, exc: Exception) -> None:  # ICMP errors etc.: nothing to do
+        pass
+
+
+class DatagramSender(Protocol):
+    """What sends a datagram: an asyncio transport or an upstream socket."""
+
+    def sendto(self, data: bytes, addr: Address, /) -> None: ...
+
+
+def send_datagram(sock: DatagramSender | None, data: bytes, dst: Address, src_ip: str,
+                  shaper: Shaper | None) -> bool:
+    """Send now, later (emulated delay) or never (emulated loss); False if dropped."""
+    if sock is None:
+        return False
+    if shaper is None:
+        sock.sendto(data, dst)
+        return True
+    delay = shaper(src_ip, dst[0], ip_size("udp", len(data)))
+    if delay is None:
+        return False
+    if delay <= 0:
+        sock.sendto(data, dst)
+    else:
+        call_precisely(delay, sock.sendto, data, dst)
+    return True
+

@@ -1,0 +1,211 @@
+"""The recipes of docs/extending.md, each exercised by adding a toy one.
+
+A toy engine registered in the catalogue runs a tiny scenario; a toy merge policy merges
+leaves' lists; a toy metric appears in a summary; a toy scenario field validates; a toy
+registry kind registered in the registry table validates in a scenario, is built by the run's
+build code and answers real HTTP/1.1 through the registry server.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from pydantic import Field, ValidationError
+
+from analysis.metrics import METRICS, SUMMARY, Metric, summarise_group
+from nodes.registry.http import App, Request, Response, json_response
+from nodes.resolver import merge
+from nodes.scoring import make_scorer
+from sim.build.registries import REGISTRIES, RegistryInputs, build_registry
+from sim.build.runplan import AGENT_PORT, RunPlan
+from sim.build.workload import Job
+from sim.engines import catalog
+from sim.engines.base import EngineOutput
+from sim.engines.catalog import ENGINES
+from sim.loading import load_scenario
+from sim.run.runner import run_scenario
+from sim.scenario import AgentSpec, Scenario
+from sim.schemes import RegistryScheme
+from topologies.synthetic import synthetic
+
+ROOT = Path(__file__).resolve().parents[1]
+DELAY = 0.005  # the toy engine's one-way delay, every message
+
+
+def run_toy(plan: RunPlan) -> EngineOutput:
+    """A new engine: every message takes DELAY seconds, nodes never queue, no loss."""
+    out = EngineOutput(on_stub=plan.on_stub)
+    nodes: dict[str, Any] = {**plan.resolvers, **plan.agents}
+    port_of = {ip: AGENT_PORT for ip in plan.agents} | {ip: plan.dns_port for ip in plan.resolvers}
+    events: list[tuple[float, int, str, Any]] = []
+    seq = itertools.count()
+
+    def pump(ip: str, now: float) -> None:
+        for msg in nodes[ip].to_send():
+            heapq.heappush(events, (now + DELAY, next(seq), "msg", (ip, msg)))
+        if ip in plan.resolvers:
+            out.add_walks(plan.resolvers[ip].pop_results())
+        else:
+            for stub in plan.agents[ip].pop_done():
+                assert isinstance(stub.tag, Job)
+                out.add_stub(stub.tag, stub)
+        when = nodes[ip].next_timer()
+        if when is not None:
+            heapq.heappush(events, (max(when, now), next(seq), "timer", ip))
+
+    def deliver(now: float, src_ip: str, msg: Any) -> None:
+        dst_ip, _port = msg.dst
+        src = (src_ip, port_of[src_ip])
+        server = plan.hierarchy.servers.get(dst_ip)
+        if server is not None:
+            reply = server.handle(msg.data, src, now, msg.transport)
+            if reply is not None:
+                heapq.heappush(events, (now + DELAY, next(seq), "reply",
+                                        (msg.dst, src_ip, reply, msg.transport)))
+        elif dst_ip in nodes:
+            nodes[dst_ip].receive(msg.data, src, now, msg.transport)
+            pump(dst_ip, now)
+
+    for ip, resolver in plan.resolvers.items():
+        for service in plan.warm_services:
+            resolver.warm(service, 0.0)
+        pump(ip, 0.0)
+    for job in plan.jobs:
+        heapq.heappush(events, (job.at or 0.0, next(seq), "ask", job))  # open loop only
+    now = 0.0
+    while events:
+        now, _, kind, item = heapq.heappop(events)
+        if kind == "ask":
+            ip = plan.agent_order[item.agent]
+            plan.agents[ip].ask(item, plan.requests[item.index], now)
+            pump(ip, now)
+        elif kind == "msg":
+            deliver(now, *item)
+        elif kind == "reply":
+            server_addr, dst_ip, data, transport = item
+            nodes[dst_ip].receive(data, server_addr, now, transport)
+            pump(dst_ip, now)
+        else:
+            when = nodes[item].next_timer()
+            if when is not None and when <= now:
+                nodes[item].on_timer(now)
+                pump(item, now)
+    out.end_time = now
+    return out
+
+
+def _tiny() -> Scenario:
+    sc = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    return sc.model_copy(update={
+        "schemes": [s for s in sc.schemes if s.name == "tooldns"],
+        "workload": sc.workload.model_copy(update={"queries": 20, "phases": 1}),
+        "outputs": sc.outputs.model_copy(update={"plots": False}),
+    })
+
+
+def test_toy_engine_in_the_catalogue_runs_a_scenario(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the simpy entry's capabilities, minus what the toy cannot do
+    info = replace(ENGINES["simpy"], name="toy", entry=f"{__name__}:run_toy",
+                   summary="fixed delay, in memory", faults=False, dot=False, sessions=False,
+                   churn=False, shards=False, progress=False)
+    monkeypatch.setitem(ENGINES, "toy", info)
+    assert catalog.engine_info("toy").load() is run_toy
+    assert Scenario.model_validate({"name": "x", "engine": "toy"}).engine == "toy"
+    result = run_scenario(_tiny(), engine="toy", write=False)
+    tooldns = result.summary["schemes"]["tooldns"]
+    assert tooldns["queries"] == 20 and tooldns["success"] == 1.0
+    assert set(result.records.engine) == {"toy"}
+    # every round trip costs exactly 2 × DELAY: latencies are whole multiples of it
+    rt = result.records.round_trips + 1  # the agent ↔ resolver exchange
+    assert (result.records.latency_ms - rt * 2 * DELAY * 1000).abs().max() < 1.0
+
+
+def toy_reverse_merge(lists: list[list[str]], k: int) -> list[str]:
+    """A toy merge policy: the last leaf's list first, de-duplicated, cut to K."""
+    return merge.round_robin([lists[i] for i in reversed(range(len(lists)))], k)
+
+
+def test_toy_merge_policy() -> None:
+    lists = [["a", "b"], ["c", "a"], ["d"]]
+    assert merge.round_robin(lists, 3) == ["a", "c", "d"]
+    assert merge.score_merge(lists, [[0.1, 0.9], [0.5, 0.2], [0.7]], 0) == ["b", "d", "c", "a"]
+    assert toy_reverse_merge(lists, 0) == ["d", "c", "a", "b"]
+    assert toy_reverse_merge(lists, 2) == ["d", "c"]
+
+
+def test_toy_metric_appears_in_a_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    toy = Metric("max_round_trips", "max RTTs", "round trips", "{:.0f}",
+                 "most sequential round trips of any query",
+                 stat=lambda g, _: float(g.round_trips.max()))
+    monkeypatch.setitem(METRICS, toy.key, toy)
+    records = pd.DataFrame({"round_trips": [1, 3, 2], "success": [True, True, False],
+                            "hit_at_1": [1, 0, 0], "hit_at_k": [1, 1, 0],
+                            "latency_ms": [10.0, 30.0, 20.0]})
+    keys = ("queries", "success", toy.key)
+    assert set(SUMMARY) >= {"queries", "success"}
+    summary = summarise_group(records, keys=keys)
+    assert summary["max_round_trips"] == 3 and summary["queries"] == 3
+
+
+class ToyAgents(AgentSpec):
+    think_budget: float = Field(default=1.0, gt=0,
+                                description="seconds an agent may think (toy)")
+
+
+class ToyScenario(Scenario):
+    agents: ToyAgents = ToyAgents()
+
+
+def test_toy_scenario_field_validates() -> None:
+    base = {"name": "toy"}
+    assert ToyScenario.model_validate(base).agents.think_budget == 1.0
+    assert ToyScenario.model_validate({**base, "agents": {"think_budget": 2.5}}
+                                      ).agents.think_budget == 2.5
+    with pytest.raises(ValidationError, match="think_budget"):
+        ToyScenario.model_validate({**base, "agents": {"think_budget": 0}})
+    with pytest.raises(ValidationError, match="think_budgt"):  # unknown keys are errors
+        ToyScenario.model_validate({**base, "agents": {"think_budgt": 2}})
+    schema = json.dumps(ToyScenario.model_json_schema())
+    assert "seconds an agent may think (toy)" in schema
+
+
+def toy_registry(req: Request, now: float) -> Response:
+    """A toy registry application: one search route, every tool whose name holds the query."""
+    tools = ["weather-now", "weather-history", "stock-quote"]
+    if req.method == "POST" and req.target == "/search":
+        query = str(req.json()["query"])  # type: ignore[index]
+        return json_response(200, {"tools": [t for t in tools if query in t]}, "toy")
+    return json_response(404, {"error": "no such route"}, "toy")
+
+
+def toy_builder(given: RegistryInputs) -> tuple[App, str]:
+    """The toy kind's entry in the registry table: its application, no token."""
+    return toy_registry, ""
+
+
+def test_toy_registry_through_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(REGISTRIES, "toy", toy_builder)
+    scheme = Scenario.model_validate({"name": "x", "schemes": [{"name": "t", "kind": "toy"}]})
+    assert isinstance(scheme.schemes[0], RegistryScheme)  # scenario files may name it
+    ns = synthetic(n_tools=20, branching=2, depth=1, seed=1)
+    setup = build_registry("toy", ns, make_scorer("bm25"), seed=1)
+    server = setup.server
+    assert server.app is toy_registry and server.name == "toy" and setup.token == ""
+    body = json.dumps({"query": "weather"}).encode()
+    request = (b"POST /search HTTP/1.1\r\nHost: registry.test\r\n"
+               b"Content-Type: application/json\r\nContent-Length: "
+               + str(len(body)).encode() + b"\r\n\r\n" + body)
+    reply, closed = server.receive("conn-1", request, 0.0)
+    assert reply.startswith(b"HTTP/1.1 200") and not closed
+    assert json.loads(reply.split(b"\r\n\r\n", 1)[1]) == {"tools": ["weather-now",
+                                                               "weather-history"]}
+    reply, _ = server.receive("conn-2", b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n", 0.0)
+    assert reply.startswith(b"HTTP/1.1 404")
+    assert server.stats["connections"] == 2

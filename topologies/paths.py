@@ -1,0 +1,122 @@
+"""The path model: shortest paths by mean link delay between placed roles, and per-packet
+one-way delays and losses drawn from a caller's :class:`numpy.random.Generator`."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from topologies.graphnodes import Node, node_key
+from topologies.links import LinkSpec
+
+HOP_EPSILON = 1e-12  # seconds added per hop when routing: among equal delays, fewest hops wins
+
+
+def route_weight(_u: Node, _v: Node, data: Mapping[str, Any]) -> float:
+    """An edge's routing weight (networkx's ``weight=`` callable): mean delay plus a hop."""
+    return data["link"].delay.mean + HOP_EPSILON
+
+
+@dataclass(frozen=True)
+class _Route:
+    """A route between two nodes: the nodes visited, the links crossed, their mean delay."""
+
+    nodes: tuple[Node, ...]
+    links: tuple[LinkSpec, ...]
+    mean_delay: float
+
+
+class PathModel:
+    """One-way delays between placed roles along shortest paths by mean link delay.
+
+    Paths are computed lazily (one Dijkstra per source node, cached) and are symmetric: the
+    route from B to A is the route from A to B reversed.
+    """
+
+    def __init__(self, graph: nx.Graph, placement: Mapping[str, Node]) -> None:
+        missing = sorted(rid for rid, v in placement.items() if v not in graph)
+        if missing:
+            raise ValueError(f"PathModel: roles placed on nodes not in the graph: {missing}")
+        for u, v, data in graph.edges(data=True):
+            if not isinstance(data.get("link"), LinkSpec):
+                raise ValueError(f"PathModel: edge ({u!r}, {v!r}) has no LinkSpec 'link'")
+        self.graph = graph
+        self.placement = dict(placement)
+        self._trees: dict[Node, dict[Node, list[Node]]] = {}
+        self._node_routes: dict[tuple[Node, Node], _Route] = {}
+        self._routes: dict[tuple[str, str], _Route] = {}
+
+    def node_of(self, role_id: str) -> Node:
+        try:
+            return self.placement[role_id]
+        except KeyError:
+            raise KeyError(f"PathModel: unknown role {role_id!r}") from None
+
+    def _node_route(self, a: Node, b: Node) -> _Route:
+        key = (a, b)
+        route = self._node_routes.get(key)
+        if route is not None:
+            return route
+        if a == b:
+            route = _Route((a,), (), 0.0)
+        elif node_key(b) < node_key(a):
+            back = self._node_route(b, a)
+            route = _Route(back.nodes[::-1], back.links[::-1], back.mean_delay)
+        else:
+            tree = self._trees.get(a)
+            if tree is None:
+                tree = nx.single_source_dijkstra_path(self.graph, a, weight=route_weight)
+                self._trees[a] = tree
+            if b not in tree:
+                raise ValueError(f"PathModel: no path between nodes {a!r} and {b!r}")
+            path = tuple(tree[b])
+            links = tuple(self.graph.edges[x, y]["link"] for x, y in itertools.pairwise(path))
+            route = _Route(path, links, math.fsum(lk.delay.mean for lk in links))
+        self._node_routes[key] = route
+        return route
+
+    def _route(self, src_id: str, dst_id: str) -> _Route:
+        key = (src_id, dst_id)
+        route = self._routes.get(key)
+        if route is None:
+            route = self._node_route(self.node_of(src_id), self.node_of(dst_id))
+            self._routes[key] = route
+        return route
+
+    def path(self, src_id: str, dst_id: str) -> list[Node]:
+        """The graph nodes a packet from ``src_id`` to ``dst_id`` visits, both ends included."""
+        return list(self._route(src_id, dst_id).nodes)
+
+    def one_way(self, src_id: str, dst_id: str, size: int,
+                rng: np.random.Generator) -> float | None:
+        """Seconds for a ``size``-byte packet from ``src_id`` to ``dst_id``, or None if lost.
+
+        Sum over the path's links of a delay sample plus ``size * 8 / bandwidth``; each link
+        loses the packet independently. Per link, in path order, exactly two draws are made
+        (loss, then delay) whether or not the packet survives, so the stream stays aligned.
+        Roles on the same node: 0.0, never lost, no draws.
+        """
+        if size < 0:
+            raise ValueError(f"PathModel.one_way: size must be ≥ 0 bytes, got {size!r}")
+        lost = False
+        total = 0.0
+        for link in self._route(src_id, dst_id).links:
+            if rng.random() < link.loss:
+                lost = True
+            total += link.delay.sample(rng)
+            if link.bandwidth is not None:
+                total += size * 8 / link.bandwidth
+        return None if lost else total
+
+    def rtt_estimate(self, src_id: str, dst_id: str) -> float:
+        """Twice the sum of the path's mean link delays (no serialisation, no loss)."""
+        return 2.0 * self._route(src_id, dst_id).mean_delay
+
+    def hops(self, src_id: str, dst_id: str) -> int:
+        return len(self._route(src_id, dst_id).links)
