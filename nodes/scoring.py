@@ -84,7 +84,8 @@ class _BM25Index:
     * larger: numpy.
 
     The limits are the crossovers measured on a 2-vCPU VM (3 common-word tokens per intent;
-    ``tests/test_codec.py`` checks all three paths against numpy's lexsort).
+    ``tests/nodes/authoritative/test_golden_replies.py`` checks all three paths against
+    numpy's lexsort).
     """
 
     #: Largest corpus ranked with dense per-token weight lists.

@@ -1,5 +1,5 @@
 """Execute the notebooks in this folder and save them with their outputs, so they read well
-on GitHub (``tests/test_notebooks.py`` executes them too, without saving).
+on GitHub (``tests/analysis/test_notebooks.py`` executes them too, without saving).
 
     python3 notebooks/run_all.py                 # all of them, in place
     python3 notebooks/run_all.py 02 04           # those whose name starts with 02 or 04

@@ -11,7 +11,7 @@ from nodes.scoring import tokenize
 
 def hashed_words(texts: Sequence[str]) -> np.ndarray:
     """A small deterministic sentence "embedding" (hashed bag of words, unit length), so
-    the dense code paths run here without the model (tests/test_scorers.py loads it)."""
+    the dense code paths run here without the model (tests/nodes/test_scorers.py loads it)."""
     out = np.zeros((len(texts), 64), dtype=np.float32)
     for i, text in enumerate(texts):
         for word in tokenize(text):

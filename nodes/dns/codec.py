@@ -14,8 +14,8 @@ protocol — the bottleneck of every measurement. So the server:
   ``AuthoritativeServer._fit``), compressing names (RFC 1035 §4.1.4) in owners and in
   NS/SOA RDATA, never in SRV targets (RFC 2782).
 
-``tests/test_codec.py`` pins the reply bytes; the tests check every reply with dnslib,
-dnspython and dig.
+``tests/nodes/authoritative/test_golden_replies.py`` pins the reply bytes; the tests check
+every reply with dnslib, dnspython and dig.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
   the authoritative servers compute (children by their summary, leaf tools by
   ``name description``, only children offering the service; the same ``ranker``) and the
   resolver's beam split and round-robin merge, so the answers are the ones the DNS walk
-  returns (``tests/test_eval.py`` checks that against a resolver walking servers in
+  returns (``tests/sim/retrieval/test_eval.py`` checks that against a resolver walking servers in
   memory). ``tooldns:SCORER:B:score`` merges the reached leaves' lists by the tools' scores
   instead, and ``tooldns:SCORER:B:global`` keeps the best B children of each level over all
   zones (resolver ``merge="score"`` and ``search="global"``: the servers send their scores

@@ -1,0 +1,165 @@
+"""One simpy run sharded over Ray workers (sim.engines.shards) against the same run in one
+process."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import sim.engines.shards as shards
+from sim.cli.main import main
+from sim.cli.run import with_shards
+from sim.errors import ScenarioError
+from sim.loading import load_scenario, resolved_yaml
+from sim.provenance import deterministic_summary
+from sim.run.runner import run_scenario
+from sim.scenario import Scenario
+from tests.sim.engines.cases import SAME, first_plan, small
+
+# six resolvers with one agent each (closed loop: a resolver's queries come in one order
+# whatever the link delays), one replica per zone (so every query meets the same server)
+CASE = {"network.resolvers": 6, "network.agents": 6, "namespace.replicas": 1,
+        "workload.queries": 48}
+EXACT = (*SAME, "servers_contacted", "cache_hits", "cache_detail", "hit_at_1", "hit_at_k",
+         "success", "timeouts")
+LOAD = ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "semantic", "referral",
+        "standard", "nxdomain", "nodata", "formerr")
+
+
+def sharded(workers: int, **overrides: object) -> Scenario:
+    return small(**CASE, **{"engine_options.shards.workers": workers}, **overrides)
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, pd.DataFrame]:
+    result = run_scenario(small(**CASE), out_dir=tmp_path_factory.mktemp("one"))
+    return result.records, result.load
+
+
+@pytest.fixture
+def pieces(monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[int, int]]]:
+    """(shard, discoveries) of every piece the driver merges, per scheme."""
+    seen: list[list[tuple[int, int]]] = []
+    merge = shards.merge_shards
+
+    def spy(plan, parts):  # type: ignore[no-untyped-def]
+        seen.append([(p.shard, len(p.output.stubs)) for p in parts])
+        return merge(plan, parts)
+
+    monkeypatch.setattr(shards, "merge_shards", spy)
+    return seen
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("workers", [3, 2])
+def test_sharded_run_agrees_with_one_process(
+        ray_session, one_process: tuple[pd.DataFrame, pd.DataFrame],  # type: ignore[no-untyped-def]
+        pieces: list, workers: int, tmp_path: Path) -> None:
+    sc = sharded(workers)
+    result = run_scenario(sc, out_dir=tmp_path)
+    # the run really was split: every scheme merged one non-empty piece per shard
+    assert len(pieces) == len(sc.schemes)
+    for scheme in pieces:
+        assert sorted(s for s, _ in scheme) == list(range(workers))
+        assert all(n > 0 for _, n in scheme) and sum(n for _, n in scheme) == 48
+    one, one_load = one_process
+    key = ["scheme", "job"]
+    a = one.sort_values(key).reset_index(drop=True)
+    b = result.records.sort_values(key).reset_index(drop=True)
+    assert len(a) == len(b) == 48 * len(sc.schemes) and a.success.all()
+    for column in EXACT:
+        assert a[column].tolist() == b[column].tolist(), column
+    for scheme in a.scheme.unique():
+        m1 = a[a.scheme == scheme].latency_ms.median()
+        m2 = b[b.scheme == scheme].latency_ms.median()
+        assert abs(m2 - m1) / m1 < 0.10, (scheme, m1, m2)
+    assert result.summary["schemes"].keys() == {s.name for s in sc.schemes}
+    for scheme, s in result.summary["schemes"].items():
+        assert s["cache_hit_queries"] == pytest.approx(
+            (a[a.scheme == scheme].cache_hits > 0).mean())
+    # per node: servers' summed counters (packet-cache hits are per shard), resolvers, agents
+    la = one_load.sort_values(["scheme", "node"]).reset_index(drop=True)
+    lb = result.load.sort_values(["scheme", "node"]).reset_index(drop=True)
+    assert la.node.tolist() == lb.node.tolist()
+    assert la.rx_packets.sum() > 0 and (la.role == "server").sum() > 10
+    for column in LOAD:
+        assert la[column].fillna(-1).tolist() == lb[column].fillna(-1).tolist(), column
+    written = pd.read_csv(tmp_path / "nodes.csv")
+    assert written.rx_bytes.sum() == la.rx_bytes.sum()
+
+
+@pytest.mark.ray
+def test_sharded_runs_are_deterministic(ray_session, tmp_path: Path  # type: ignore[no-untyped-def]
+                                        ) -> None:
+    """Same scenario, seed and shards: identical files (fixed processing, random delays),
+    whether sharded by the file or by ``tooldns run --shards``."""
+    sc = sharded(2, **{"network.processing.model": "fixed",
+                       "network.link.delay.dist": "normal", "network.link.delay.std": 0.004})
+    run_scenario(sc, out_dir=tmp_path / "a")
+    path = tmp_path / "s.yaml"
+    path.write_text(resolved_yaml(sc.with_overrides({"engine_options.shards.workers": 1})),
+                    encoding="utf-8")
+    assert main(["run", str(path), "--shards", "2", "--out", str(tmp_path / "b")]) == 0
+    for name in ("results.csv", "nodes.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert deterministic_summary(tmp_path / "a") == deterministic_summary(tmp_path / "b")
+    # per-shard link-delay streams: latencies differ from the one-process run packet by
+    # packet, the exchanges do not
+    one = run_scenario(sc.with_overrides({"engine_options.shards.workers": 1}),
+                       write=False).records.sort_values(["scheme", "job"])
+    two = pd.read_csv(tmp_path / "a" / "results.csv").sort_values(["scheme", "job"])
+    assert one.round_trips.tolist() == two.round_trips.tolist()
+    assert one.latency_ms.round(3).tolist() != two.latency_ms.round(3).tolist()
+
+
+def test_only_simpy_shards_and_each_shard_needs_a_resolver() -> None:
+    with pytest.raises(ScenarioError, match=r"engine_options\.shards\.workers: .*simpy"):
+        run_scenario(sharded(2), engine="live", write=False)
+    with pytest.raises(ScenarioError, match=r"engine_options\.shards\.workers: .*resolvers"):
+        run_scenario(sharded(7), write=False)
+    args = argparse.Namespace(file="f.yaml", shards=3, ray_address="ray://head:10001",
+                              engine=None)
+    sc = with_shards(small(**CASE), args)
+    assert sc.engine_options.shards.workers == 3
+    assert sc.engine_options.shards.address == "ray://head:10001"
+    with pytest.raises(ScenarioError, match=r"f\.yaml: engine_options\.shards\.workers"):
+        with_shards(small(**CASE), argparse.Namespace(**{**vars(args), "engine": "ray"}))
+
+
+def test_partition_keeps_agents_with_their_resolver() -> None:
+    sc = small(**{"network.resolvers": 5, "network.agents": 13})
+    whole = first_plan(sc)
+    for workers in (2, 3, 5):
+        parts = [shards.restrict(first_plan(sc), s, workers) for s in range(workers)]
+        assert sorted(ip for p in parts for ip in p.resolvers) == sorted(whole.resolvers)
+        assert sorted(ip for p in parts for ip in p.agents) == sorted(whole.agents)
+        assert sorted(j.index for p in parts for j in p.jobs) == [j.index for j in whole.jobs]
+        for p in parts:
+            assert p.resolvers and p.agents and p.shard is not None
+            assert all(a.resolver[0] in p.resolvers for a in p.agents.values())
+            assert p.hierarchy.servers.keys() == whole.hierarchy.servers.keys()
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("engine_options: {shards: {workers: 0}}", "engine_options.shards.workers"),
+    ("engine_options: {shards: {workers: two}}", "engine_options.shards.workers"),
+    ("engine_options: {shards: {nodes: 2}}", "engine_options.shards.nodes: unknown field"),
+    ("engine_options: {shards: {address: [1]}}", "engine_options.shards.address"),
+])
+def test_scenario_rejects_bad_shards(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: s\n{text}\n", encoding="utf-8")
+    with pytest.raises(ScenarioError, match=problem.replace(".", r"\.")):
+        load_scenario(path)
+
+
+def test_scenario_accepts_shards(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nengine_options: {shards: {workers: 4, address: 'ray://h:10001'}}\n",
+                    encoding="utf-8")
+    spec = load_scenario(path).engine_options.shards
+    assert (spec.workers, spec.address) == (4, "ray://h:10001")
+    assert Scenario(name="s").engine_options.shards.workers == 1  # off by default
