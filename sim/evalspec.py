@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypedDict
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
@@ -57,9 +57,20 @@ class GrailOptions:
     alpha: float = GRAIL_ALPHA
 
 
-GRAIL_FLAGS = {"no-maxsim": ("maxsim", False), "no-tags": ("tags", False),
-               "no-pseudo": ("pseudo", 0), "no-synonyms": ("synonyms", False),
-               "intersect": ("recall", "intersect")}
+class _GrailChanges(TypedDict, total=False):
+    """Fields of :class:`GrailOptions` a method's options set."""
+
+    recall: str
+    tags: bool
+    synonyms: bool
+    pseudo: int
+    maxsim: bool
+    alpha: float
+
+
+GRAIL_FLAGS: dict[str, _GrailChanges] = {
+    "no-maxsim": {"maxsim": False}, "no-tags": {"tags": False}, "no-pseudo": {"pseudo": 0},
+    "no-synonyms": {"synonyms": False}, "intersect": {"recall": "intersect"}}
 GRAIL_PAPER = GrailOptions()  # ``grail``
 GRAIL_INTERSECT = GrailOptions(recall="intersect", tag_source="zone", synonyms=False, pseudo=0)
 
@@ -72,13 +83,12 @@ def grail_options(method: str) -> GrailOptions:
     parts = method.split(":")
     if parts[0] != "grail":
         raise ValueError(f"not a GRAIL method: {method!r}")
-    opts: dict[str, object] = {}
+    opts: _GrailChanges = {}
     for part in parts[1:]:
         key, _, value = part.partition("=")
         try:
             if part in GRAIL_FLAGS:
-                field_, val = GRAIL_FLAGS[part]
-                opts[field_] = val
+                opts.update(GRAIL_FLAGS[part])
             elif key == "alpha" and 0.0 <= float(value) <= 1.0:
                 opts["alpha"] = float(value)
             elif key == "pseudo" and value.isdigit():
@@ -89,7 +99,7 @@ def grail_options(method: str) -> GrailOptions:
             raise ValueError(f"{method!r}: unknown GRAIL option {part!r} (no-maxsim, no-tags, "
                              f"no-pseudo, no-synonyms, intersect, alpha=X in [0, 1], "
                              f"pseudo=N)") from None
-    return GrailOptions(**opts)  # type: ignore[arg-type]
+    return GrailOptions(**opts)
 
 
 def check_method(method: str) -> None:

@@ -10,11 +10,14 @@ tree) and :mod:`topologies.rogue` (a rogue publisher's look-alikes).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar, overload
 
 from nodes.dns.zone import Delegation, ServerRef, ToolRecord, Ttls, ZoneData
 
 ROOT = "."
 TLD = "tools."
+
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -175,8 +178,16 @@ class TargetIds(dict[str, str]):
         self.indexed: set[str] = set()
         self.complete = False
 
-    # str-only, where typeshed's dict.get overloads admit any default: hence the ignore
-    def get(self, target: str, default: str | None = None) -> str | None:  # type: ignore[override]
+    @overload
+    def get(self, target: str, default: None = None) -> str | None: ...
+
+    @overload
+    def get(self, target: str, default: str) -> str: ...
+
+    @overload
+    def get(self, target: str, default: _T) -> str | _T: ...
+
+    def get(self, target: str, default: _T | None = None) -> str | _T | None:
         found = dict.get(self, target)
         if found is not None or self.complete:
             return default if found is None else found

@@ -334,3 +334,7 @@ class SessionAgent:
         info.evictions_guard = delta["guard"]
         info.tools_in_context = session.context.tools_in_context()
         info.context_tokens = session.context.tokens()
+
+
+# what a DNS scheme's engine drives: a stub agent, or one with a session in front
+DnsAgent = StubAgent | SessionAgent

@@ -23,6 +23,7 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from dnslib import QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
@@ -64,7 +65,7 @@ from nodes.resolver.types import (
     Transport,
     rcode_text,
 )
-from nodes.scoring import BM25Scorer, Scorer
+from nodes.scoring import BM25Scorer, Embedder, Scorer
 
 ClientQuery = tuple[DNSRecord | QueryView, Address, Transport]  # the query, from, over
 
@@ -79,6 +80,11 @@ class _Task:
     client: ClientQuery | None = None
     client_wire: bytes = b""
     value: object = None  # the generator's return value
+
+
+def _complete(replies: list[Reply | None]) -> TypeGuard[list[Reply]]:
+    """Whether every ask of a round has its reply."""
+    return all(r is not None for r in replies)
 
 
 @dataclass
@@ -114,8 +120,11 @@ class RecursiveResolver:
         # set an OS-random source (RFC 5452: IDs an off-path attacker cannot predict)
         self.id_source: random.Random | None = None
         self.scorer = scorer or BM25Scorer()
-        if self.config.send_embedding and not hasattr(self.scorer, "model"):
-            raise ValueError("send_embedding needs a dense scorer (it embeds the intent)")
+        self._embedder: Embedder | None = None
+        if self.config.send_embedding:
+            if not isinstance(self.scorer, Embedder):
+                raise ValueError("send_embedding needs a dense scorer (it embeds the intent)")
+            self._embedder = self.scorer
         self._embeddings: dict[str, bytes] = {}  # intent text -> option data (bounded)
         self.name = name
         self.root_hints = tuple((a, self.config.dns_port) for a in root_hints)
@@ -276,8 +285,9 @@ class RecursiveResolver:
         """The embedding option for an intent: computed once per text (a few kept)."""
         data = self._embeddings.get(text)
         if data is None:
-            vector = self.scorer.encoder([text])[0]  # type: ignore[attr-defined]
-            data = encode_embedding(self.scorer.model, vector)  # type: ignore[attr-defined]
+            embedder = self._embedder
+            assert embedder is not None  # send_embedding: checked in __init__
+            data = encode_embedding(embedder.model, embedder.encoder([text])[0])
             if len(self._embeddings) >= 256:
                 self._embeddings.pop(next(iter(self._embeddings)))
             self._embeddings[text] = data
@@ -293,8 +303,8 @@ class RecursiveResolver:
 
     def _deliver(self, task: _Task, index: int, reply: Reply, now: float) -> None:
         task.replies[index] = reply
-        if all(r is not None for r in task.replies):
-            self._advance(task, list(task.replies), now)  # type: ignore[arg-type]
+        if _complete(task.replies):
+            self._advance(task, list(task.replies), now)
 
     def _on_response(
         self, msg: DNSRecord | Message, size: int, src: Address, now: float,

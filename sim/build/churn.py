@@ -295,7 +295,9 @@ class ChurnSchedule:
 
     def summary(self, rows: list[dict]) -> dict:
         """The ``churn`` block of ``summary.json``: per scheme, visibility and staleness."""
-        p = self.sc.workload.churn.probes  # type: ignore[union-attr]
+        churn = self.sc.workload.churn
+        assert churn is not None  # a schedule is built only for a churn: block
+        p = churn.probes
         out: dict = {"srv_ttl": self.sc.caches.srv_ttl, "a_ttl": self.sc.caches.a_ttl,
                      "probes": {"interval": p.interval, "before": p.before,
                                 "duration": p.duration, "agent": p.agent},

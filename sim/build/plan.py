@@ -132,8 +132,7 @@ def registry_agents(sc: Scenario, scheme: RegistryScheme, ns: Namespace, plan: R
                             resolve=scheme.resolve, resolve_top=scheme.resolve_top,
                             verify=scheme.verify, revocation=scheme.revocation,
                             cache_ttl=sc.caches.srv_ttl, token=setup.token)
-    # the engines drive a RegistryAgent through the StubAgent interface it mirrors
-    plan.agents = {ip: RegistryAgent((setup.address, setup.port), REGISTRY_HOST,  # type: ignore[misc]
+    plan.agents = {ip: RegistryAgent((setup.address, setup.port), REGISTRY_HOST,
                                      config, scorer=plan.hierarchy.scorer(), ca=setup.ca.cert,
                                      name=ip)
                    for ip in network.agents}

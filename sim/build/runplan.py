@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nodes.agent.stub import StubAgent
+from nodes.agent.session import DnsAgent
+from nodes.registry.client import RegistryAgent
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Discovery
 from sim.accounting import TcpModel
@@ -35,7 +36,7 @@ class RunPlan:
     seed: int
     hierarchy: Hierarchy
     resolvers: dict[str, RecursiveResolver]  # address -> node
-    agents: dict[str, StubAgent]  # address -> node (RegistryAgent for registry schemes)
+    agents: dict[str, DnsAgent | RegistryAgent]  # address -> node (by the scheme's kind)
     agent_order: list[str]  # agent index -> address
     role_of: dict[str, str]  # address -> placement role id
     path: PathModel
@@ -65,3 +66,21 @@ class RunPlan:
 
     def make_rng(self, salt: str) -> random.Random:
         return random.Random(f"{self.seed}-{self.scheme}-{salt}")
+
+    def dns_agents(self) -> dict[str, DnsAgent]:
+        """``agents`` of a DNS scheme (an engine checks them once, at its start)."""
+        out: dict[str, DnsAgent] = {}
+        for ip, agent in self.agents.items():
+            if isinstance(agent, RegistryAgent):
+                raise TypeError(f"{ip}: a registry agent in DNS scheme {self.scheme}")
+            out[ip] = agent
+        return out
+
+    def registry_agents(self) -> dict[str, RegistryAgent]:
+        """``agents`` of a registry scheme (an engine checks them once, at its start)."""
+        out: dict[str, RegistryAgent] = {}
+        for ip, agent in self.agents.items():
+            if not isinstance(agent, RegistryAgent):
+                raise TypeError(f"{ip}: a DNS agent in registry scheme {self.scheme}")
+            out[ip] = agent
+        return out

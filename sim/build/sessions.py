@@ -9,6 +9,7 @@ from collections.abc import Callable
 from nodes.agent.context import Scopes, ToolInfo, tool_tokens
 from nodes.agent.fallback import RegistryFallback
 from nodes.agent.session import Session, SessionAgent, SessionConfig
+from nodes.agent.stub import StubAgent
 from nodes.registry.client import RegistryAgent, RegistryConfig, RegistryResult
 from nodes.resolver.types import Endpoint
 from sim.accounting import TcpModel, http_cost
@@ -119,7 +120,7 @@ def session_agents(sc: Scenario, ns: Namespace, plan: RunPlan, network: Network)
     tool_of = session_tool_of(ns)
     fallback = _registry_fallback(sc, ns, plan, network)
     for ip, stub in list(plan.agents.items()):
+        assert isinstance(stub, StubAgent)  # a DNS scheme's plan, before its sessions
         fb = fallback(ip) if fallback is not None else None
-        # the engines drive a SessionAgent through the StubAgent interface it mirrors
-        plan.agents[ip] = SessionAgent(stub, Session(config, always),  # type: ignore[assignment]
+        plan.agents[ip] = SessionAgent(stub, Session(config, always),
                                        tool_of, fb)

@@ -22,7 +22,7 @@ from topologies.namespace import Namespace
 
 def trust_policy(spec: TrustSpec, ns: Namespace, field: str = "trust") -> TrustPolicy | None:
     """The resolver-side policy for a scenario/scheme trust spec (None: no filtering)."""
-    if spec.policy in ("open", "org"):
+    if spec.policy == "open" or spec.policy == "org":
         return None  # org: the walk starts at its zone (sim.build.namespace.start_zone)
     certified = {z: n.org for z, n in ns.zones.items() if n.org is not None}
     if spec.policy == "allowlist":
@@ -36,7 +36,7 @@ def trust_policy(spec: TrustSpec, ns: Namespace, field: str = "trust") -> TrustP
         if not zones:
             raise ScenarioError(f"{field}.policy: '{spec.policy}' needs certified "
                                 f"organisation zones (namespace.orgs > 0)")
-    return TrustPolicy(spec.policy, tuple(zones))  # type: ignore[arg-type]
+    return TrustPolicy(spec.policy, tuple(zones))
 
 
 def trust_report(df: pd.DataFrame, ns: Namespace, policies: dict[str, str]) -> dict:

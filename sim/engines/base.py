@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nodes.agent.stub import StubResult
+from nodes.registry.client import RegistryResult
 from nodes.resolver.types import DiscoveryResult
 from sim.build.runplan import RunPlan
 from sim.build.workload import Job
@@ -13,7 +14,7 @@ from sim.build.workload import Job
 
 @dataclass
 class EngineOutput:
-    stubs: list[tuple[Job, StubResult]] = field(default_factory=list)
+    stubs: list[tuple[Job, StubResult | RegistryResult]] = field(default_factory=list)
     walks: dict[tuple[str, int], list[DiscoveryResult]] = field(default_factory=dict)
     warmups: list[DiscoveryResult] = field(default_factory=list)
     load: dict[str, dict[str, float]] = field(default_factory=dict)  # address -> counters
@@ -25,7 +26,7 @@ class EngineOutput:
     end_time: float = 0.0
     on_stub: Callable[[int], None] | None = None  # told how many stubs are done, as they end
 
-    def add_stub(self, job: Job, stub: StubResult) -> None:
+    def add_stub(self, job: Job, stub: StubResult | RegistryResult) -> None:
         self.stubs.append((job, stub))
         if self.on_stub is not None:
             self.on_stub(len(self.stubs))

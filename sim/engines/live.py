@@ -17,13 +17,12 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from nodes.agent.stub import StubResult
 from nodes.registry.base import Routes
-from nodes.registry.client import RegistryAgent
 from nodes.registry.server import RegistryServer
 from sim.accounting import IPV4, TCP_SYN, TCP_TS, dot_port
 from sim.build.faults import registry_address, registry_order
@@ -126,7 +125,7 @@ async def _run(plan: RunPlan) -> EngineOutput:
                 fut.set_result(None)
 
     agents = {ip: NodeEndpoint(node, None, ip, origin, shaper, on_done=on_stub)
-              for ip, node in plan.agents.items()}
+              for ip, node in plan.dns_agents().items()}
     endpoints: list[ServerEndpoint | NodeEndpoint] = [*servers, *resolvers.values(),
                                                       *agents.values()]
     try:
@@ -322,8 +321,7 @@ class HttpRun:
         reg = plan.registry
         assert reg is not None  # run_live: a registry scheme
         self.reg = reg
-        # a registry scheme's agents (RunPlan.agents is typed for the DNS schemes)
-        self.agents = cast(dict[str, RegistryAgent], plan.agents)
+        self.agents = plan.registry_agents()
         self.rip, self.tls = reg.address, plan.tls
         self.faults = plan.faults
         self.origin = self.loop.time()
@@ -459,9 +457,7 @@ class HttpRun:
         for result in agent.pop_done():
             job = result.tag
             assert isinstance(job, Job)  # the tag ask() asked with
-            # EngineOutput.stubs is typed for DNS stubs; a registry result has the fields
-            # the records read
-            self.out.add_stub(job, cast(StubResult, result))
+            self.out.add_stub(job, result)
             fut = self.finished.get(job.index)
             if fut is not None and not fut.done():
                 fut.set_result(None)

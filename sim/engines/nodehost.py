@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nodes.agent.stub import StubAgent, StubResult
+from nodes.agent.session import DnsAgent
+from nodes.agent.stub import StubResult
 from nodes.authoritative.server import AuthoritativeServer, ServerStats
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Discovery
@@ -52,7 +53,7 @@ class HostPart:
     seed: int
     servers: dict[str, AuthoritativeServer]
     resolvers: dict[str, RecursiveResolver]
-    agents: dict[str, StubAgent]
+    agents: dict[str, DnsAgent]
     agent_order: list[str]
     role_of: dict[str, str]
     path: PathModel
@@ -96,7 +97,7 @@ def split_plan(plan: RunPlan, groups: list[tuple[str, list[str]]],
     parts = []
     for name, ips in groups:
         chosen = set(ips)
-        agents = {ip: a for ip, a in plan.agents.items() if ip in chosen}
+        agents = {ip: a for ip, a in plan.dns_agents().items() if ip in chosen}
         jobs = [j for j in plan.jobs if plan.agent_order[j.agent] in agents]
         parts.append(HostPart(
             name=name, seed=plan.seed,
@@ -227,8 +228,10 @@ class NodeHost:
 
     def _on_stub(self, done: list[StubResult]) -> None:
         for stub in done:
-            self.out.stubs.append((stub.tag, stub))  # type: ignore[arg-type]
-            fut = self.finished.get(stub.tag.index)  # type: ignore[attr-defined]
+            job = stub.tag
+            assert isinstance(job, Job)  # the tag replay() asked with
+            self.out.stubs.append((job, stub))
+            fut = self.finished.get(job.index)
             if fut is not None and not fut.done():
                 fut.set_result(None)
 

@@ -32,6 +32,7 @@ from sim.build.runplan import RunPlan
 from sim.engines.base import EngineOutput
 from sim.engines.nodehost import (
     HostOutput,
+    HostPart,
     NodeHost,
     check_supported,
     merge_outputs,
@@ -111,8 +112,8 @@ def _actor_class(ray: Any) -> Any:
         def __init__(self) -> None:
             self.host: NodeHost | None = None
 
-        async def load(self, part: object) -> None:
-            self.host = NodeHost(part)  # type: ignore[arg-type]
+        async def load(self, part: HostPart) -> None:
+            self.host = NodeHost(part)
             quiet_process()
 
         async def start(self) -> int:

@@ -19,16 +19,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Generator
 from time import perf_counter
-from typing import cast
 
 import numpy as np
 import simpy
 
-from nodes.agent.stub import StubAgent, StubResult
+from nodes.agent.session import DnsAgent
 from nodes.authoritative.server import AuthoritativeServer
 from nodes.dns.codec import parse_query
 from nodes.registry.base import Routes
-from nodes.registry.client import RegistryAgent
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Outgoing, Transport
 from sim.accounting import IPV4, TCP, TCP_SYN, TCP_TS, UDP
@@ -96,7 +94,8 @@ class DnsRun:
         self.armed: dict[str, float] = {}
         self.port_of = {ip: AGENT_PORT for ip in plan.agents}
         self.port_of.update({ip: plan.dns_port for ip in plan.resolvers})
-        self.nodes: dict[str, RecursiveResolver | StubAgent] = {**plan.resolvers, **plan.agents}
+        self.nodes: dict[str, RecursiveResolver | DnsAgent] = {**plan.resolvers,
+                                                              **plan.dns_agents()}
         self.ip_of = {role: ip for ip, role in plan.role_of.items()}
         self.done_events: dict[int, simpy.Event] = {}
         self.faults = plan.faults
@@ -363,8 +362,7 @@ class HttpRun:
         self.out = EngineOutput(on_stub=plan.on_stub)
         reg = plan.registry
         assert reg is not None  # run_simpy: a registry scheme
-        # a registry scheme's agents (RunPlan.agents is typed for the DNS schemes)
-        self.agents = cast(dict[str, RegistryAgent], plan.agents)
+        self.agents = plan.registry_agents()
         server = reg.server
         self.rip: str = reg.address
         self.tls = plan.tls
@@ -465,9 +463,7 @@ class HttpRun:
         for result in agent.pop_done():
             job = result.tag
             assert isinstance(job, Job)  # the tag ask() asked with
-            # EngineOutput.stubs is typed for DNS stubs; a registry result has the fields
-            # the records read
-            self.out.add_stub(job, cast(StubResult, result))
+            self.out.add_stub(job, result)
             ev = self.done_events.pop(job.index, None)
             if ev is not None:
                 ev.succeed()

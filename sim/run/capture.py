@@ -29,11 +29,12 @@ from typing import Any
 import pandas as pd
 from dnslib import DNSRecord
 
+from nodes.registry.client import RegistryAgent, RegistryResult
 from sim.accounting import WireCost
 from sim.build.runplan import RunPlan
 from sim.engines.base import EngineOutput
 from sim.run.records import stub_walks
-from sim.schemes import RegistryScheme, SchemeSpec
+from sim.schemes import SchemeSpec
 
 #: one scheme's run as a capture sees it: scheme, plan, output, wall-clock start and end
 Window = tuple[SchemeSpec, RunPlan, EngineOutput, float, float]
@@ -213,16 +214,18 @@ def compare_capture(df: pd.DataFrame, pcap: Path, windows: list[Window], tool: s
         conn_flow = {(ip, conn): (ip, port) for (ip, port), conn in output.flows.items()}
         for job, res in output.stubs:
             agent_ip = plan.agent_order[job.agent]
-            if isinstance(scheme, RegistryScheme):
-                for st in res.steps:
-                    flow = conn_flow.get((agent_ip, st.conn))
+            if isinstance(res, RegistryResult):  # a registry scheme's
+                for ex in res.steps:
+                    flow = conn_flow.get((agent_ip, ex.conn))
                     if flow is not None:
-                        flows.setdefault(flow, []).append((st.sent, job.index))
+                        flows.setdefault(flow, []).append((ex.sent, job.index))
                 continue
             for st in res.steps:
                 dns_keys.setdefault((agent_ip, st.server[0], st.qid, st.qname), []).append(
                     (st.sent, job.index))
-            resolver_ip = plan.agents[agent_ip].resolver[0]  # walks leave from there
+            agent = plan.agents[agent_ip]
+            assert not isinstance(agent, RegistryAgent)  # a DNS scheme's
+            resolver_ip = agent.resolver[0]  # walks leave from there
             for walk in stub_walks(output, agent_ip, res):
                 for st in walk.steps:
                     if st.transport == "tls":  # DNS over TLS: by connection, as HTTP flows

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
-from typing import cast
 
 from nodes.agent.session import SessionAgent
 from nodes.agent.stub import StubResult
 from nodes.dns.wire import parse_intent_qname
-from nodes.registry.client import RegistryResult
-from nodes.resolver.types import DiscoveryResult, Step
+from nodes.registry.base import Routes
+from nodes.registry.client import HttpStep, RegistryResult
+from nodes.resolver.types import DiscoveryResult
 from sim.accounting import (
     DotModel,
     TcpModel,
@@ -170,8 +170,9 @@ def query_record(sc: Scenario, engine: str, scheme: DnsScheme, job: Job, stub: S
 def connection_acks(plan: RunPlan, output: EngineOutput) -> dict[int, int]:
     """Client pure ACKs per HTTP exchange (by ``id``) on kept-alive connections, from the
     exchanges of all discoveries on each (agent, connection) in time order."""
-    conns: dict[tuple[str, int], list[Step]] = {}
+    conns: dict[tuple[str, int], list[HttpStep]] = {}
     for job, res in output.stubs:
+        assert isinstance(res, RegistryResult)  # a registry scheme's
         for step in res.steps:
             conns.setdefault((plan.agent_order[job.agent], step.conn), []).append(step)
     acks: dict[int, int] = {}
@@ -250,7 +251,9 @@ def load_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
         if plan.registry is not None and ip == plan.registry.address:
             row["role"] = "registry"
             server_ = plan.registry.server
-            app_stats = server_.app.stats  # type: ignore[attr-defined]  # a registry app (callable)
+            app = server_.app
+            assert isinstance(app, Routes)  # every kind in REGISTRIES is a Routes app
+            app_stats = app.stats
             row.update({f"http_{k}": v for k, v in sorted({**server_.stats, **app_stats}.items())})
         if server is not None:
             stats = server.stats.counts
@@ -263,8 +266,10 @@ def load_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
 
 def _registry_rows(sc: Scenario, engine: str, scheme: RegistryScheme, plan: RunPlan,
                    output: EngineOutput, lookups: Lookups) -> list[dict]:
-    # a registry scheme's engine output carries RegistryResults where DNS ones carry stubs
-    done = {job.index: cast(RegistryResult, res) for job, res in output.stubs}
+    done: dict[int, RegistryResult] = {}
+    for job, res in output.stubs:
+        assert isinstance(res, RegistryResult)  # a registry scheme's
+        done[job.index] = res
     acks = connection_acks(plan, output) if scheme.keepalive and not scheme.tls else {}
     rows = []
     for job in plan.jobs:
@@ -277,7 +282,10 @@ def _registry_rows(sc: Scenario, engine: str, scheme: RegistryScheme, plan: RunP
 
 def _dns_rows(sc: Scenario, engine: str, scheme: DnsScheme, plan: RunPlan,
               output: EngineOutput, lookups: Lookups) -> list[dict]:
-    done = {job.index: (job, stub) for job, stub in output.stubs}
+    done: dict[int, tuple[Job, StubResult]] = {}
+    for job, res in output.stubs:
+        assert isinstance(res, StubResult)  # a DNS scheme's
+        done[job.index] = (job, res)
     dot = None
     if plan.dot is not None:  # DNS over TLS: the ACKs depend on each connection
         walked = [*output.warmups, *(w for ws in output.walks.values() for w in ws)]

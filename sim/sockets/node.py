@@ -12,10 +12,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nodes.agent.stub import StubAgent
+from nodes.agent.session import DnsAgent
 from nodes.dns.zone import Address
 from nodes.resolver.core import RecursiveResolver
-from nodes.resolver.types import Discovery, DiscoveryResult, Outgoing
+from nodes.resolver.types import Discovery, DiscoveryResult, Outgoing, Transport
 from sim.accounting import IPV4, TCP
 from sim.sockets.dot import DotUpstream
 from sim.sockets.links import SYN_RTO, Shaper, ip_size
@@ -38,7 +38,7 @@ class NodeEndpoint:
     Finished work goes to ``on_done`` (kept in ``results`` only with ``keep_results``).
     """
 
-    node: RecursiveResolver | StubAgent
+    node: RecursiveResolver | DnsAgent
     address: Address | None = None
     source_ip: str = "127.0.0.1"
     origin: float = 0.0
@@ -109,8 +109,8 @@ class NodeEndpoint:
 
     # -- plumbing ------------------------------------------------------------------
 
-    def _receive(self, data: bytes, src: Address, transport: str) -> None:
-        self.node.receive(data, src, self.now(), transport)  # type: ignore[arg-type]
+    def _receive(self, data: bytes, src: Address, transport: Transport) -> None:
+        self.node.receive(data, src, self.now(), transport)
         self.pump()
 
     def _on_client_datagram(self, data: bytes, src: Address) -> None:

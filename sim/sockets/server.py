@@ -78,14 +78,15 @@ class ServerEndpoint:
 
         self.tcp = await asyncio.start_server(on_stream, *self.address, reuse_address=True)
         if self.tls is not None:
-            await self._start_tls(delay, count)
+            await self._start_tls(self.tls, delay, count)
 
-    async def _start_tls(self, delay: Callable[[Address, int], float | None],
+    async def _start_tls(self, ctx: ssl.SSLContext,
+                         delay: Callable[[Address, int], float | None],
                          count: Callable[[str], None]) -> None:
         """Listen for DNS over TLS: plain TCP accepted, then the TLS handshake here (so a
         failed one is counted), at most ``tls_limits.per_listener`` at once."""
         loop = asyncio.get_running_loop()
-        ctx, limits = self.tls, self.tls_limits
+        limits = self.tls_limits
 
         def on_message(data: bytes, peer: Address) -> bytes | None:
             return self.server.handle(data, peer, loop.time() - self.origin, "tls")
@@ -98,7 +99,7 @@ class ServerEndpoint:
             self._handshaking += 1
             try:
                 async with asyncio.timeout(limits.message):
-                    await writer.start_tls(ctx)  # type: ignore[arg-type]
+                    await writer.start_tls(ctx)
             except (TimeoutError, ssl.SSLError, ConnectionError, OSError):
                 count("tls_handshake_failed")
                 writer.transport.abort()

@@ -30,7 +30,8 @@ class Datagrams(asyncio.DatagramProtocol):
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        assert isinstance(transport, asyncio.DatagramTransport)  # a datagram endpoint's
+        self.transport = transport
 
     def datagram_received(self, data: bytes, addr: tuple) -> None:
         self.on_datagram(data, addr[:2])
