@@ -10,6 +10,7 @@ from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 
 from nodes.dns.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from nodes.resolver.config import ResolverConfig
+from nodes.resolver.merge import MERGES
 from nodes.trust import TrustPolicy
 from sim.build.registries import REGISTRIES
 from sim.choices import OneOf, expected
@@ -58,8 +59,11 @@ class DnsScheme(_Scheme):
     search: Literal["split", "global"] = Field(
         default="split", description="keep the beam per branch (split, Algorithm 1) or the best B "
         "of each level over all zones (global; needs the servers' scores)")
-    merge: Literal["round-robin", "score"] = Field(
-        default="round-robin", description="order the leaves' tools round-robin or by score")
+    merge: Annotated[str, OneOf(MERGES)] = Field(
+        default="auto", description="how the leaves' tools are merged (a name in "
+        "nodes.resolver.merge.MERGES): auto (by score when the servers send scores, i.e. "
+        "global search, else round-robin), score (ask for scores, merge by them), round-robin "
+        "(even when scores came)")
     send_embedding: bool = Field(default=False, description="send the intent's embedding with "
                                  "every semantic query (namespace.scorer: dense)")
     mode: Literal["aware", "strip", "pass-through", "qname"] = Field(
@@ -110,7 +114,7 @@ class DnsScheme(_Scheme):
                 raise ValueError("k: mode qname needs K ≥ 1 (one CNAME chain to a leaf, "
                                  "its top-K tools)")
             for name, default in (("warm", False), ("beam", 1), ("search", "split"),
-                                  ("merge", "round-robin"), ("send_embedding", False)):
+                                  ("merge", "auto"), ("send_embedding", False)):
                 if getattr(self, name) != default:
                     raise ValueError(f"{name}: does not apply to mode qname (a stock "
                                      f"resolver following one CNAME chain)")

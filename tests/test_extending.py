@@ -1,9 +1,10 @@
 """The recipes of docs/extending.md, each exercised by adding a toy one.
 
-A toy engine registered in the catalogue runs a tiny scenario; a toy merge policy merges
-leaves' lists; a toy metric appears in a summary; a toy scenario field validates; a toy
-registry kind registered in the registry table validates in a scenario, is built by the run's
-build code and answers real HTTP/1.1 through the registry server.
+A toy engine registered in the catalogue runs a tiny scenario; a toy merge policy registered
+in the merge table is named by a scenario and orders a resolver walk's results; a toy metric
+appears in a summary; a toy scenario field validates; a toy registry kind registered in the
+registry table validates in a scenario, is built by the run's build code and answers real
+HTTP/1.1 through the registry server.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import pytest
@@ -22,6 +24,8 @@ from pydantic import Field, ValidationError
 from analysis.metrics import METRICS, SUMMARY, Metric, summarise_group
 from nodes.registry.http import App, Request, Response, json_response
 from nodes.resolver import merge
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.types import Discovery
 from nodes.scoring import make_scorer
 from sim.build.registries import REGISTRIES, RegistryInputs, build_registry
 from sim.build.runplan import AGENT_PORT, RunPlan
@@ -32,11 +36,14 @@ from sim.engines.catalog import ENGINES
 from sim.loading import load_scenario
 from sim.run.runner import run_scenario
 from sim.scenario import AgentSpec, Scenario
-from sim.schemes import RegistryScheme
+from sim.schemes import DnsScheme, RegistryScheme, resolver_config
+from tests.factories import tiny_namespace, wired
+from topologies.namespace import Namespace
 from topologies.synthetic import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 DELAY = 0.005  # the toy engine's one-way delay, every message
+T = TypeVar("T")
 
 
 def run_toy(plan: RunPlan) -> EngineOutput:
@@ -127,17 +134,45 @@ def test_toy_engine_in_the_catalogue_runs_a_scenario(monkeypatch: pytest.MonkeyP
     assert (result.records.latency_ms - rt * 2 * DELAY * 1000).abs().max() < 1.0
 
 
-def toy_reverse_merge(lists: list[list[str]], k: int) -> list[str]:
-    """A toy merge policy: the last leaf's list first, de-duplicated, cut to K."""
-    return merge.round_robin([lists[i] for i in reversed(range(len(lists)))], k)
+def toy_reverse_merge(lists: Sequence[Sequence[T]], scores: Sequence[Sequence[float]] | None,
+                      k: int, key: Callable[[T], Hashable] | None = None) -> list[T]:
+    """A toy merge policy: round-robin from the last leaf reached to the first."""
+    return merge.round_robin(lists[::-1], k, key)
 
 
-def test_toy_merge_policy() -> None:
-    lists = [["a", "b"], ["c", "a"], ["d"]]
-    assert merge.round_robin(lists, 3) == ["a", "c", "d"]
-    assert merge.score_merge(lists, [[0.1, 0.9], [0.5, 0.2], [0.7]], 0) == ["b", "d", "c", "a"]
-    assert toy_reverse_merge(lists, 0) == ["d", "c", "a", "b"]
-    assert toy_reverse_merge(lists, 2) == ["d", "c"]
+def _walk(ns: Namespace, policy: str) -> list[list[str]]:
+    """Each query's targets found by a beam-3 walk merging with ``policy``."""
+    _, net = wired(ns, config=ResolverConfig(beam=3, merge=policy))
+    found = []
+    for q in ns.queries:
+        net.resolver.discover(Discovery(q.text, service=q.service, k=2), net.now)
+        (result,) = net.run()
+        found.append([e.target for e in result.endpoints])
+    return found
+
+
+def test_toy_merge_policy_named_in_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[list[Hashable]]] = []  # the leaves' targets, each walk the toy merged
+
+    def spy(lists: Sequence[Sequence[T]], scores: Sequence[Sequence[float]] | None, k: int,
+            key: Callable[[T], Hashable] | None = None) -> list[T]:
+        assert scores is None and key is not None  # split search; endpoints keyed by target
+        calls.append([[key(e) for e in lst] for lst in lists])
+        return toy_reverse_merge(lists, scores, k, key)
+
+    monkeypatch.setitem(merge.MERGES, "toy", merge.MergePolicy(spy))
+    scheme = Scenario.model_validate({"name": "x", "schemes": [
+        {"name": "t", "merge": "toy"}]}).schemes[0]
+    assert isinstance(scheme, DnsScheme)  # scenario files may name it, and it reaches the walk
+    assert resolver_config(scheme, None, "", 53).merge_policy.merge is spy
+    with pytest.raises(ValueError, match="unknown policy 'toyy'"):
+        ResolverConfig(merge="toyy")
+    ns = tiny_namespace()
+    toy, default = _walk(ns, "toy"), _walk(ns, "auto")
+    # the toy's order reaches the results: the last leaf's tools first
+    assert toy == [merge.round_robin(lists[::-1], 2) for lists in calls]
+    assert default == [merge.round_robin(lists, 2) for lists in calls]
+    assert toy != default
 
 
 def test_toy_metric_appears_in_a_summary(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from nodes.dns.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
@@ -12,6 +12,7 @@ from nodes.dns.wire import (
     EMBEDDING_OPTION_CODE,
     SCORES_OPTION_CODE,
 )
+from nodes.resolver.merge import MERGES, MergePolicy
 from nodes.trust import TrustPolicy
 
 # ``aware`` walks cursor names with the intent option; ``strip`` and ``pass-through`` model
@@ -29,8 +30,8 @@ class ResolverConfig:
     # how the beam is kept: "split" (each branch shares out its width, Algorithm 1) or
     # "global" (the best B children over all zones of a level, by the servers' scores)
     search: Literal["split", "global"] = "split"
-    # how the leaves' lists are combined: round-robin in walk order, or by score
-    merge: Literal["round-robin", "score"] = "round-robin"
+    # how the leaves' lists are combined: a key of nodes.resolver.merge.MERGES
+    merge: str = "auto"
     timeout: float = 0.5  # seconds per attempt before trying the next replica
     max_attempts: int = 4  # attempts per query across a zone's replicas
     query_mock: bool = True  # rank cached child lists locally
@@ -63,8 +64,18 @@ class ResolverConfig:
     # connections the engine keeps open (the node only marks its Outgoing; no TC retry)
     upstream: Literal["udp", "tls"] = "udp"
     embedding_code: int = EMBEDDING_OPTION_CODE
+    # MERGES[merge], looked up once here
+    merge_policy: MergePolicy = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        policy = MERGES.get(self.merge)
+        if policy is None:
+            raise ValueError(f"merge: unknown policy {self.merge!r} (one of "
+                             f"{', '.join(MERGES)})")
+        object.__setattr__(self, "merge_policy", policy)
 
     @property
     def wants_scores(self) -> bool:
-        """Whether the servers' scores are asked for (global search or score merge)."""
-        return self.search == "global" or self.merge == "score"
+        """Whether the servers' scores are asked for (global search, or a merge policy that
+        needs them)."""
+        return self.search == "global" or self.merge_policy.wants_scores

@@ -1,12 +1,15 @@
 """The beam and merge policy, one implementation for the resolver and the retrieval
 evaluator (sim.retrieval.hierarchy): narrowing a level to the beam, the global beam's best
 B, A2X's child selection, and the merge of the reached leaves' lists (round-robin in walk
-order, or by score). Generic over the items merged: endpoints, or tool IDs."""
+order, or by score), and the table of merge policies a resolver names
+(:data:`MERGES`, ``ResolverConfig.merge``). Generic over the items merged: endpoints, or tool
+IDs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -82,3 +85,50 @@ def score_merge(lists: Sequence[Sequence[T]], scores: Sequence[Sequence[float]],
             seen.add(ident)
             merged.append(item)
     return merged if k == 0 else merged[:k]
+
+
+class Merge(Protocol):
+    """A merge: the leaves' lists in walk order, their scores (``scores[i][r]`` is
+    ``lists[i][r]``'s; None when the servers were not asked for any), K (0: all) and the
+    de-duplication key (None: the item) → one de-duplicated list cut to K."""
+
+    def __call__(self, lists: Sequence[Sequence[T]], scores: Sequence[Sequence[float]] | None,
+                 k: int, key: Callable[[T], Hashable] | None = None) -> list[T]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MergePolicy:
+    """A named merge policy: its merge, and whether the resolver must ask the servers for
+    scores (the scores option) so that the merge gets them."""
+
+    merge: Merge
+    wants_scores: bool = False
+
+    def __call__(self, lists: Sequence[Sequence[T]], scores: Sequence[Sequence[float]] | None,
+                 k: int, key: Callable[[T], Hashable] | None = None) -> list[T]:
+        return self.merge(lists, scores, k, key)
+
+
+def _by_score_if_sent(lists: Sequence[Sequence[T]], scores: Sequence[Sequence[float]] | None,
+                      k: int, key: Callable[[T], Hashable] | None = None) -> list[T]:
+    """By score when there are scores, else round-robin."""
+    if scores is None:
+        return round_robin(lists, k, key)
+    return score_merge(lists, scores, k, key)
+
+
+def _round_robin(lists: Sequence[Sequence[T]], scores: Sequence[Sequence[float]] | None,
+                 k: int, key: Callable[[T], Hashable] | None = None) -> list[T]:
+    """Round-robin, whatever scores came."""
+    return round_robin(lists, k, key)
+
+
+#: The merge policies a resolver (``ResolverConfig.merge``) and a scenario's DNS scheme
+#: (``schemes[].merge``) may name. ``auto``: by score when the servers send scores (global
+#: search), else round-robin; ``score``: ask for scores and merge by them; ``round-robin``:
+#: round-robin even when scores came.
+MERGES: dict[str, MergePolicy] = {
+    "auto": MergePolicy(_by_score_if_sent),
+    "score": MergePolicy(_by_score_if_sent, wants_scores=True),
+    "round-robin": MergePolicy(_round_robin),
+}

@@ -24,7 +24,7 @@ from nodes.dns.wire import (
 from nodes.resolver.caches import Known
 from nodes.resolver.context import Context
 from nodes.resolver.iterate import iterate
-from nodes.resolver.merge import best, narrow, round_robin, score_merge
+from nodes.resolver.merge import best, narrow
 from nodes.resolver.types import Answer, Ask, Discovery, DiscoveryResult, Endpoint, Reply, Rounds
 from nodes.resolver.validate import fetch_keys, validated
 
@@ -125,12 +125,13 @@ class _Walk:
         self.results, self.order = {}, []
 
     def merged(self, k: int) -> list[Endpoint]:
-        """The leaves' lists merged (by score when the servers send scores), cut to K."""
+        """The leaves' lists merged by the configured policy (``ResolverConfig.merge``), with
+        their scores when the servers were asked for them, cut to K."""
+        config = self.ctx.config
         lists = [self.results[z] for z in self.order]
-        if self.ctx.config.wants_scores:
-            scores = [[_NO_SCORE if e.score is None else e.score for e in lst] for lst in lists]
-            return score_merge(lists, scores, k, _TARGET)
-        return round_robin(lists, k, _TARGET)
+        scores = ([[_NO_SCORE if e.score is None else e.score for e in lst] for lst in lists]
+                  if config.wants_scores else None)
+        return config.merge_policy(lists, scores, k, _TARGET)
 
     def rounds(self, branches: list[tuple[str, int]]) -> Rounds[None]:
         ctx, result = self.ctx, self.result

@@ -27,8 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--search", choices=["split", "global"], default="split",
                    help="global: keep the best B children of each level by the servers' "
                    "scores (scores option)")
-    p.add_argument("--merge", choices=["round-robin", "score"], default="round-robin",
-                   help="order the leaves' tools round-robin or by the servers' scores")
+    p.add_argument("--merge", default="auto",
+                   help="how the leaves' tools are merged, a name in "
+                   "nodes.resolver.merge.MERGES: auto (by score with --search global, else "
+                   "round-robin), score, round-robin")
     p.add_argument("--start", default="tools.", help="zone to start at (trust: an org zone)")
     p.add_argument("--manifest", default="tooldns-manifest.json",
                    help="written by `tooldns serve --manifest`")
@@ -58,9 +60,13 @@ def run(args: argparse.Namespace) -> int:
 
     from nodes.resolver.config import ResolverConfig
     from nodes.resolver.core import RecursiveResolver
+    from nodes.resolver.merge import MERGES
     from nodes.resolver.types import Discovery
     from sim.sockets.node import NodeEndpoint
 
+    if args.merge not in MERGES:
+        error("query", f"--merge: unknown policy {args.merge!r} (one of {', '.join(MERGES)})")
+        return 2
     manifest = _load_manifest(args.manifest)
     port = manifest["port"]
     code = manifest.get("option_code", DEFAULT_OPTION_CODE)

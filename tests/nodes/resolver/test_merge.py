@@ -1,13 +1,22 @@
 """The one beam and merge policy (nodes.resolver.merge), as the resolver and the retrieval
-evaluator both use it."""
+evaluator both use it, and the named merge policies (MERGES) a resolver and a scenario pick."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodes.resolver.merge import best, narrow, round_robin, score_merge, wire_score
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.merge import (
+    MERGES,
+    best,
+    narrow,
+    round_robin,
+    score_merge,
+    wire_score,
+)
 from nodes.resolver.types import Endpoint
 
 NEG_INF = float("-inf")
@@ -77,3 +86,28 @@ def test_wire_score_is_the_float32_the_option_carries() -> None:
     assert wire_score(0.1) == float(np.float32(0.1)) != 0.1
     assert wire_score(NEG_INF) == NEG_INF
 
+
+
+def test_the_named_merge_policies() -> None:
+    lists = [["a", "b"], ["c", "a"], ["d"]]
+    scores = [[0.1, 0.9], [0.5, 0.2], [0.7]]
+    rr, by_score = round_robin(lists, 0), score_merge(lists, scores, 0)
+    assert rr != by_score
+    assert MERGES["auto"](lists, None, 0) == rr and MERGES["auto"](lists, scores, 0) == by_score
+    assert MERGES["score"](lists, scores, 0) == by_score
+    assert MERGES["round-robin"](lists, scores, 0) == rr
+    assert MERGES["round-robin"](lists, None, 2) == rr[:2]
+
+
+@pytest.mark.parametrize(("search", "merge", "wants"), [
+    ("split", "auto", False), ("global", "auto", True), ("split", "score", True),
+    ("split", "round-robin", False), ("global", "round-robin", True)])
+def test_the_config_asks_for_scores_when_search_or_merge_needs_them(
+        search: str, merge: str, wants: bool) -> None:
+    config = ResolverConfig(search="global" if search == "global" else "split", merge=merge)
+    assert config.merge_policy is MERGES[merge] and config.wants_scores is wants
+
+
+def test_an_unknown_merge_policy_fails_when_the_config_is_built() -> None:
+    with pytest.raises(ValueError, match="unknown policy 'nope'"):
+        ResolverConfig(merge="nope")
