@@ -24,9 +24,6 @@ from tests.factories import tiny_namespace
 SRC = ("127.0.0.9", 5353)
 
 
-_ns = tiny_namespace  # tests/factories.py: 120 tools, branching 3, depth 2, seed 2
-
-
 def _query(name: str, qtype: str, intent: Intent | None, do: bool) -> bytes:
     q = DNSRecord.question(name, qtype)
     opt = opt_record(intent)
@@ -37,7 +34,7 @@ def _query(name: str, qtype: str, intent: Intent | None, do: bool) -> bytes:
 
 
 def test_unsigned_queries_get_the_same_bytes_and_do_queries_get_signatures() -> None:
-    ns = _ns()
+    ns = tiny_namespace()
     plain, signed = build_hierarchy(ns), build_hierarchy(ns)
     sign_hierarchy(signed, 7)
     tld = next(a for a, z in plain.zone_of.items() if z == "tools.")
@@ -63,7 +60,7 @@ def test_unsigned_queries_get_the_same_bytes_and_do_queries_get_signatures() -> 
 
 
 def test_validating_walk_adds_key_fetches_and_bytes() -> None:
-    ns = _ns()
+    ns = tiny_namespace()
     h = build_hierarchy(ns)
     anchor = sign_hierarchy(h, 7)
     q = ns.queries[0]
@@ -95,7 +92,7 @@ class Forger:
 
 
 def test_forged_referral_is_rejected_only_when_validating() -> None:
-    ns = _ns()
+    ns = tiny_namespace()
     h = build_hierarchy(ns)
     anchor = sign_hierarchy(h, 7)
     tld = next(a for a, z in h.zone_of.items() if z == "tools.")

@@ -35,9 +35,6 @@ def tree(depth: int = 2, branching: int = 3, seed: int = 11, **kw) -> Namespace:
                      n_queries=60, **kw)
 
 
-setup = wired  # the shared factory (tests/factories.py): servers + resolver in memory
-
-
 def discover(net: MemoryNetwork, request: Discovery):
     net.resolver.discover(request, net.now)
     results = net.run()
@@ -89,7 +86,7 @@ def by_zone(h: Hierarchy) -> dict[str, list[str]]:
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_cold_walk_one_round_trip_per_level(depth):
     ns = tree(depth)
-    h, net = setup(ns)
+    h, net = wired(ns)
     q = ns.queries[0]
     tool = truth_of(ns, q)
     result = discover(net, request_for(q))
@@ -113,7 +110,7 @@ def test_cold_walk_one_round_trip_per_level(depth):
 def test_warm_walk_skips_cached_levels():
     depth = 2
     ns = tree(depth)
-    h, net = setup(ns)
+    h, net = wired(ns)
     q = ns.queries[0]
     tool = truth_of(ns, q)
     cold = discover(net, request_for(q))
@@ -138,7 +135,7 @@ def test_warm_walk_skips_cached_levels():
 def test_other_intent_in_same_branch_starts_at_cached_zones():
     depth = 2
     ns = tree(depth)
-    h, net = setup(ns)
+    h, net = wired(ns)
     q = ns.queries[0]
     branch = ns.path(truth_of(ns, q).zone)[1]
     other = next(x for x in ns.queries if x.text != q.text
@@ -157,7 +154,7 @@ def test_other_intent_in_same_branch_starts_at_cached_zones():
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_k0_warming_then_query_mock_contacts_only_the_leaf(depth):
     ns = tree(depth)
-    h, net = setup(ns)
+    h, net = wired(ns)
     r = net.resolver
     r.warm("mcp", net.now)
     warmed = net.run()
@@ -177,7 +174,7 @@ def test_k0_warming_then_query_mock_contacts_only_the_leaf(depth):
 def test_without_query_mock_warming_does_not_skip_levels():
     depth = 2
     ns = tree(depth)
-    _, net = setup(ns, config=ResolverConfig(query_mock=False))
+    _, net = wired(ns, config=ResolverConfig(query_mock=False))
     r = net.resolver
     r.warm("mcp", net.now)
     net.run()
@@ -193,7 +190,7 @@ def test_without_query_mock_warming_does_not_skip_levels():
 
 def test_org_restricted_walk_returns_only_that_orgs_tools():
     ns = tree(2, seed=4, n_orgs=3, org_tools=8)
-    _, net = setup(ns, scorer="bm25")
+    _, net = wired(ns, scorer="bm25")
     org_zone = next(z for z, node in ns.zones.items() if node.org)
     org = ns.zones[org_zone].org
     org_tools = [t for t in ns.tools.values() if t.zone == org_zone]
@@ -230,11 +227,11 @@ def test_zone_with_one_of_two_replicas_dead_still_resolves():
     ns = tree(2)
     q = ns.queries[0]
     tool = truth_of(ns, q)
-    _, net0 = setup(ns, replicas=2)
+    _, net0 = wired(ns, replicas=2)
     baseline = discover(net0, request_for(q))
     assert all(s.outcome == "NOERROR" for s in baseline.steps)
 
-    h, net = setup(ns, replicas=2)
+    h, net = wired(ns, replicas=2)
     r = net.resolver
     zones = by_zone(h)
     assert all(len(a) == 2 for a in zones.values())
@@ -267,7 +264,7 @@ def test_zone_with_one_of_two_replicas_dead_still_resolves():
 
 def test_all_replicas_dead_fails_cleanly():
     ns = tree(1)
-    h, net = setup(ns, replicas=2)
+    h, net = wired(ns, replicas=2)
     r = net.resolver
     q = ns.queries[0]
     net.dead = set(by_zone(h)[truth_of(ns, q).zone])
@@ -283,7 +280,7 @@ def test_all_replicas_dead_fails_cleanly():
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_beam_visits_beam_leaves(depth):
     ns = tree(depth)
-    _, net = setup(ns)
+    _, net = wired(ns)
     q = ns.queries[0]
     tool = truth_of(ns, q)
     result = discover(net, request_for(q, k=3, beam=2))
@@ -306,7 +303,7 @@ def test_beam_visits_beam_leaves(depth):
 
 def test_beam_one_visits_one_leaf():
     ns = tree(2)
-    _, net = setup(ns)
+    _, net = wired(ns)
     result = discover(net, request_for(ns.queries[0], k=3, beam=1))
     assert len(result.leaves) == 1
     assert len(result.endpoints) == 3
@@ -317,7 +314,7 @@ def test_beam_one_visits_one_leaf():
 
 def test_strip_mode_fails_with_nxdomain():
     ns = tree(2)
-    _, net = setup(ns, config=ResolverConfig(mode="strip"))
+    _, net = wired(ns, config=ResolverConfig(mode="strip"))
     result = discover(net, request_for(ns.queries[0]))
     assert result.endpoints == []
     assert result.rcode == "NXDOMAIN"
@@ -327,7 +324,7 @@ def test_strip_mode_fails_with_nxdomain():
 
 def test_pass_through_mode_fails_with_bogus_referral():
     ns = tree(2)
-    _, net = setup(ns, config=ResolverConfig(mode="pass-through"))
+    _, net = wired(ns, config=ResolverConfig(mode="pass-through"))
     r = net.resolver
     result = discover(net, request_for(ns.queries[0]))
     assert result.endpoints == []
@@ -338,7 +335,7 @@ def test_pass_through_mode_fails_with_bogus_referral():
 
 def test_aware_mode_succeeds():
     ns = tree(2)
-    _, net = setup(ns, config=ResolverConfig(mode="aware"))
+    _, net = wired(ns, config=ResolverConfig(mode="aware"))
     r = net.resolver
     q = ns.queries[0]
     result = discover(net, request_for(q))
@@ -364,7 +361,7 @@ def client_replies(log: list[Outgoing]) -> list[DNSRecord]:
 
 def test_stub_query_is_answered_with_srv_and_glue():
     ns = tree(2)
-    _, net = setup(ns)
+    _, net = wired(ns)
     r = net.resolver
     log = record(r)
     q = next(x for x in ns.queries if x.service == "mcp")
@@ -391,7 +388,7 @@ def test_stub_query_is_answered_with_srv_and_glue():
 
 def test_stub_query_without_intent_is_resolved_literally():
     ns = tree(1)
-    _, net = setup(ns)
+    _, net = wired(ns)
     r = net.resolver
     log = record(r)
     r.receive(stub_query("_mcp._tcp._tools.", None, qid=99), CLIENT, net.now, "udp")
@@ -404,7 +401,7 @@ def test_stub_query_without_intent_is_resolved_literally():
 
 def test_stub_query_with_bad_intent_is_formerr():
     ns = tree(1)
-    _, net = setup(ns)
+    _, net = wired(ns)
     r = net.resolver
     log = record(r)
     q = DNSRecord(DNSHeader(id=98, rd=1))
@@ -424,7 +421,7 @@ def test_stub_query_with_bad_intent_is_formerr():
 
 def test_forged_responses_are_ignored_and_genuine_one_completes():
     ns = tree(2)
-    h, net = setup(ns)
+    h, net = wired(ns)
     r = net.resolver
     q = ns.queries[0]
     tool = truth_of(ns, q)
@@ -476,7 +473,7 @@ def test_forged_responses_are_ignored_and_genuine_one_completes():
 
 def test_late_duplicate_response_is_unexpected():
     ns = tree(1)
-    h, net = setup(ns)
+    h, net = wired(ns)
     r = net.resolver
     log = record(r)
     discover(net, request_for(ns.queries[0]))
@@ -493,7 +490,7 @@ def test_late_duplicate_response_is_unexpected():
 
 def _run(seed: int):
     ns = tree(2, seed=5)
-    h, net = setup(ns, replicas=2, seed=seed)
+    h, net = wired(ns, replicas=2, seed=seed)
     r = net.resolver
     net.dead = {a[0] for a in by_zone(h).values()}  # failover makes server order matter
     log = record(r)
@@ -535,7 +532,7 @@ def test_zone_label_too_long_for_a_cursor_fails_that_walk_not_the_resolver():
     assert len(zone_label(long)) == ZONE_LABEL_MAX == 62
     assert all(len(p[0][0]) <= 62 for p in catalog_paths(rows).values())
     ns = namespace_from_paths(rows, {"s:a": [["weather"]], "s:b": [[long]]})
-    _h, net = setup(ns, scorer="bm25")
+    _h, net = wired(ns, scorer="bm25")
     bad = discover(net, Discovery("translate english text", service="mcp", k=1))
     assert not bad.endpoints and "name too long" in bad.error
     assert net.resolver.stats["unsendable_name"] == 1

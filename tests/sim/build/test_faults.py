@@ -143,11 +143,8 @@ def test_bad_fault_sections_are_rejected(tmp_path: Path, text: str, field: str,
 # ------------------------------------------------------------------ resolver knobs
 
 
-_ns = tiny_namespace  # tests/factories.py: 120 tools, branching 3, depth 2, seed 2
-
-
 def test_failover_then_srtt_decay_probes_the_restarted_replica() -> None:
-    ns = _ns()
+    ns = tiny_namespace()
     h = build_hierarchy(ns, replicas=2)
     config = ResolverConfig(timeout=0.3, srtt_decay=0.5, cache=False)
     net = MemoryNetwork(h, h.resolver(seed=3, config=config))
@@ -172,7 +169,7 @@ def test_failover_then_srtt_decay_probes_the_restarted_replica() -> None:
 
 
 def test_serve_stale_answers_from_expired_data_when_the_leaf_is_down() -> None:
-    ns = _ns()
+    ns = tiny_namespace()
     h = build_hierarchy(ns, replicas=1)
     q = ns.queries[0]
     leaf = ns.tools[q.truth[0]].zone

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 
 import pandas as pd
 
@@ -13,10 +12,9 @@ from sim.build.namespace import build_namespace
 from sim.build.plan import make_plan
 from sim.build.runplan import RunPlan
 from sim.build.workload import build_jobs
-from sim.loading import load_scenario
 from sim.scenario import Scenario
+from tests.factories import scenario
 
-SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 # columns every engine must give identically, query by query (replica choice follows
 # measured RTTs, so servers_contacted may differ between real-time runs)
 SAME = ("query_id", "returned", "round_trips", "exchanges", "bytes_up", "bytes_down",
@@ -28,7 +26,7 @@ def small(**overrides: object) -> Scenario:
     timeout 5 s. No loss is configured, so every reply comes: a live reply held up half a
     second by a loaded machine (load average 12 on 2 cores) would otherwise be retried at
     the default 0.5 s, one exchange more than the simulation has."""
-    sc = load_scenario(SCENARIOS / "engines-small.yaml").with_overrides(overrides)
+    sc = scenario("engines-small", **overrides)  # tests/factories.py
     return sc.with_overrides({f"schemes.{i}.timeout": 5.0 for i in range(len(sc.schemes))})
 
 
