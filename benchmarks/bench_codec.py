@@ -118,7 +118,7 @@ def _server_for(h: Hierarchy, zone: str, packet_cache: int | None = 0) -> Author
     return AuthoritativeServer(
         [template._zones[z].data for z in template.zones], scorer=template.scorer,
         option_code=template.option_code, max_udp_size=template.max_udp_size,
-        name=template.name, **extra)
+        name=template.name, reply_memo=None, **extra)  # every reply computed
 
 
 def _name_info(server: AuthoritativeServer, view: codec.QueryView) -> object:
@@ -259,7 +259,7 @@ def setup(args: argparse.Namespace) -> Setup:
          f"{uncached}; {n_tld} children, K={k}"),
         ("handle: semantic leaf",
          lambda: leaf_srv.handle(sem_leaf, SRC, 0.0, "udp"),
-         f"{uncached}; {len(tools.srv)} mcp tools, K={k}, {reply_len} B reply"),
+         f"{uncached}; {len(tools.tools)} mcp tools, K={k}, {reply_len} B reply"),
         ("handle: semantic leaf, distinct intents",
          lambda: leaf_srv.handle(next_query(), SRC, 0.0, "udp"),
          f"{uncached}; pool of {len(pool):,} cycled"),

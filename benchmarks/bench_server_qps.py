@@ -257,7 +257,7 @@ def leaf_server(template: AuthoritativeServer, packet_cache: int | None) -> Auth
     return AuthoritativeServer(
         [template._zones[z].data for z in template.zones], scorer=template.scorer,
         option_code=template.option_code, max_udp_size=template.max_udp_size,
-        name=template.name, **extra)
+        name=template.name, reply_memo=None, **extra)  # every reply computed
 
 
 def _semantic_query(zone: str, text: str, k: int, qid: int) -> bytes:

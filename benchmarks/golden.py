@@ -16,6 +16,7 @@ Run
     python3 benchmarks/golden.py            # check; exit 1 on any difference
     python3 benchmarks/golden.py --record   # write benchmarks/golden.json (before a change)
     python3 benchmarks/golden.py --only quickstart
+    python3 benchmarks/golden.py --only quickstart faults --skip retrieval
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def _one_process(sc: Scenario) -> Scenario:
     return sc.model_copy(update={"engine_options": options})
 
 
-def cases(only: str | None) -> list[tuple[str, Scenario]]:
+def cases(only: list[str] | None) -> list[tuple[str, Scenario]]:
     out: list[tuple[str, Scenario]] = []
     for path in sorted((ROOT / "scenarios").glob("*.yaml")):
         sc = load_scenario(path)
@@ -102,7 +103,7 @@ def cases(only: str | None) -> list[tuple[str, Scenario]]:
     out = [(name, _fixed(_one_process(sc.model_copy(update={
         "engine": "simpy", "outputs": sc.outputs.model_copy(update={"plots": False})}))))
         for name, sc in out]
-    return [(n, s) for n, s in out if only is None or only in n]
+    return [(n, s) for n, s in out if only is None or any(o in n for o in only)]
 
 
 #: Libraries whose output formats the digests depend on (CSV/JSON number formatting, BM25).
@@ -137,8 +138,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--record", action="store_true",
                    help="write benchmarks/golden.json (the cases run; others are kept)")
-    p.add_argument("--only", help="run only cases whose name contains this")
-    p.add_argument("--skip", help="skip cases whose name contains this")
+    p.add_argument("--only", nargs="+", help="run only cases whose name contains one of these")
+    p.add_argument("--skip", nargs="+", help="skip cases whose name contains one of these")
     args = p.parse_args()
     golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
     if not args.record and golden.get("_versions", versions()) != versions():
@@ -146,7 +147,7 @@ def main() -> int:
               f"number formatting may differ")
     bad = 0
     for name, sc in cases(args.only):
-        if args.skip and args.skip in name:
+        if args.skip and any(x in name for x in args.skip):
             continue
         why = dense_available(sc)
         if why:

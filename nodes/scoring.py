@@ -4,7 +4,7 @@ A scorer builds an index over short texts (child summaries, tool descriptions) o
 scores an intent against it. Ranking is deterministic: higher score first, ties broken by
 position in the zone's own (sorted) order.
 
-* ``bm25`` (default) — Okapi BM25 via the bm25s library.
+* ``bm25`` (default) — Okapi BM25 with bm25s's weights (Lucene variant).
 * ``tfidf`` — TF-IDF cosine similarity via scikit-learn.
 * ``oracle`` — follows the ground truth: an item scores 1 when its key lies on the true
   path of the intent (for pure network studies where retrieval quality must not interfere).
@@ -21,27 +21,26 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
 from operator import add
 from typing import Protocol, runtime_checkable
 
-import bm25s
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
+
+from nodes.bm25 import bm25_postings
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
+_DROPPED = ENGLISH_STOP_WORDS | set("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
 def tokenize(text: str) -> list[str]:
     """Lower-case alphanumeric tokens without English stop words or single characters."""
-    return [t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and t not in ENGLISH_STOP_WORDS]
+    return [t for t in _TOKEN.findall(text.lower()) if t not in _DROPPED]
 
 
-@lru_cache(maxsize=1 << 16)
-def _is_token(word: str) -> bool:
-    """Whether :func:`tokenize` returns ``word`` itself (a vocabulary entry that queries can
-    hit); memoised, since every zone's index asks again for the same words."""
-    return tokenize(word) == [word]
+_EMPTY = "\x00empty"  # the token of a text that has none (bm25s needs one per document)
 
 
 class ScoreIndex(Protocol):
@@ -51,7 +50,13 @@ class ScoreIndex(Protocol):
 
 
 class Scorer(Protocol):
-    """Builds a :class:`ScoreIndex` from item keys (zone names, tool ids) and their texts."""
+    """Builds a :class:`ScoreIndex` from item keys (zone names, tool ids) and their texts.
+
+    A scorer with a true ``pure`` attribute promises that its scores depend on the texts
+    alone and that scoring changes nothing observable of its own (no counters, no growing
+    caches),
+    so a server may reuse a reply it computed for the same query
+    (:mod:`nodes.authoritative.memo`)."""
 
     name: str
 
@@ -67,7 +72,7 @@ class _ZeroIndex:
 
 
 class _BM25Index:
-    """bm25s computes the BM25 weights; lookups use its per-token columns directly.
+    """BM25 weights per token (:func:`bm25_postings`, equal to bm25s's), summed per intent.
 
     ``bm25s.BM25.get_scores`` spends ~17 µs of Python per call on tiny zone corpora; the
     same sums over the same precomputed weights cost a few µs this way.
@@ -94,42 +99,42 @@ class _BM25Index:
     PYTHON_MAX = 160
 
     def __init__(self, texts: Sequence[str]) -> None:
-        model = bm25s.BM25()
-        model.index([tokenize(t) or ["\x00empty"] for t in texts], show_progress=False)
-        sc = model.scores
-        self._n = int(sc["num_docs"])
-        self._columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for token, tid in model.vocab_dict.items():
-            if tid + 1 >= len(sc["indptr"]):  # bm25s's empty-string token has no column
-                continue
-            lo, hi = sc["indptr"][tid], sc["indptr"][tid + 1]
-            self._columns[token] = (sc["indices"][lo:hi], sc["data"][lo:hi].astype(float))
-        # (document, weight) pairs per token, for the pure-Python path. Only real tokens
-        # (what tokenize() can return) are kept, so raw regex matches can be looked up
-        # without tokenize()'s filter: a stop word or one-letter token is never a key.
-        self._postings: dict[str, tuple[tuple[int, float], ...]] = {
-            token: tuple(zip(docs.tolist(), weights.tolist(), strict=True))
-            for token, (docs, weights) in self._columns.items() if _is_token(token)}
-        weights = [w for col in self._postings.values() for _, w in col]
+        # a text without tokens is indexed as one placeholder token (which no intent holds)
+        postings = bm25_postings([tokenize(t) or [_EMPTY] for t in texts])
+        postings.pop(_EMPTY, None)
+        self._n = len(texts)
+        # (document, weight) pairs per token; keys are what tokenize() returns, so raw regex
+        # matches can be looked up without tokenize()'s filter: a stop word or one-letter
+        # token is never a key.
+        self._postings = postings
+        # numpy columns (document indices, weights) for scores(), built on first use
+        self._columns: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+        weights = [w for col in postings.values() for _, w in col]
+        finite = all(map(math.isfinite, weights))
         self._docs = list(range(self._n))
         # Dense lists: exact as long as no weight is NaN (sort order would differ).
         self._vectors: dict[str, list[float]] | None = None
-        if self._n <= self.DENSE_MAX and all(math.isfinite(w) for w in weights):
+        if self._n <= self.DENSE_MAX and finite:
             self._vectors = {}
-            for token, column in self._postings.items():
+            for token, column in postings.items():
                 vector = [0.0] * self._n
                 for doc, weight in column:
                     vector[doc] = weight
                 self._vectors[token] = vector
         # Sparse: with only positive weights a document no token touches scores exactly 0.0
         # and every touched one more, so only touched documents need sorting.
-        self._sparse = self._n <= self.PYTHON_MAX and all(
-            w > 0.0 and math.isfinite(w) for w in weights)
+        self._sparse = self._n <= self.PYTHON_MAX and finite and min(weights, default=1.0) > 0
 
     def scores(self, intent: str) -> np.ndarray:
+        columns = self._columns
+        if columns is None:
+            columns = self._columns = {
+                token: (np.array([d for d, _ in pairs], dtype=np.intp),
+                        np.array([w for _, w in pairs], dtype=float))
+                for token, pairs in self._postings.items()}
         out = np.zeros(self._n)
         for token in tokenize(intent):
-            column = self._columns.get(token)
+            column = columns.get(token)
             if column is not None:
                 out[column[0]] += column[1]
         return out
@@ -174,8 +179,9 @@ class _BM25Index:
 
 
 class BM25Scorer:
-    """Okapi BM25 (bm25s, Lucene variant) over the zone's item texts."""
+    """Okapi BM25 (bm25s's weights, Lucene variant) over the zone's item texts."""
 
+    pure = True  # see Scorer
     name = "bm25"
 
     def index(self, keys: Sequence[str], texts: Sequence[str]) -> ScoreIndex:
@@ -197,6 +203,7 @@ class _TfidfIndex:
 class TfidfScorer:
     """TF-IDF cosine similarity (scikit-learn) over the zone's item texts."""
 
+    pure = True  # see Scorer
     name = "tfidf"
 
     def index(self, keys: Sequence[str], texts: Sequence[str]) -> ScoreIndex:
@@ -223,6 +230,7 @@ class OracleScorer:
     """
 
     name = "oracle"
+    pure = True  # see Scorer (``truth`` is not changed while servers use it)
 
     def __init__(self, truth: Mapping[str, frozenset[str]] | None = None) -> None:
         self.truth: Mapping[str, frozenset[str]] = truth or {}

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-import numpy as np
+from topologies.uniforms import Draws
 
 DelayKind = Literal["constant", "normal", "lognormal", "empirical"]
 DELAY_KINDS: tuple[str, ...] = get_args(DelayKind)
@@ -110,9 +110,14 @@ class DelayModel:
 
     # distribution -------------------------------------------------------------------------
 
+    @property
+    def is_constant(self) -> bool:
+        """Whether every draw gives ``mean`` (a constant, or a spread of zero)."""
+        return self.dist == "constant" or (self.std == 0 and self.dist != "empirical")
+
     def quantile(self, u: float) -> float:
         """The value at cumulative probability ``u`` ∈ [0, 1) (inverse CDF)."""
-        if self.dist == "constant" or (self.std == 0 and self.dist != "empirical"):
+        if self.is_constant:
             return self.mean
         if self.dist == "empirical":
             n = len(self.samples)
@@ -124,7 +129,7 @@ class DelayModel:
         z = _STD_NORMAL.inv_cdf(min(max(u, _U_MIN), _U_MAX))
         return math.exp(self._a + self._b * z)
 
-    def sample(self, rng: np.random.Generator) -> float:
+    def sample(self, rng: Draws) -> float:
         """One delay in seconds (≥ 0); consumes exactly one ``rng.random()``."""
         return self.quantile(float(rng.random()))
 

@@ -1,5 +1,6 @@
 """The path model: shortest paths by mean link delay between placed roles, and per-packet
-one-way delays and losses drawn from a caller's :class:`numpy.random.Generator`."""
+one-way delays and losses drawn from a caller's uniform source (a
+:class:`numpy.random.Generator` or :class:`topologies.uniforms.Uniforms`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
-import numpy as np
 
 from topologies.graphnodes import Node, node_key
 from topologies.links import LinkSpec
+from topologies.uniforms import Draws
 
 HOP_EPSILON = 1e-12  # seconds added per hop when routing: among equal delays, fewest hops wins
 
@@ -23,13 +24,32 @@ def route_weight(_u: Node, _v: Node, data: Mapping[str, Any]) -> float:
     return data["link"].delay.mean + HOP_EPSILON
 
 
+def _fixed_delay(links: tuple[LinkSpec, ...]) -> float | None:
+    """The one-way delay of a route whose links are lossless, constant and of unlimited
+    bandwidth — summed in path order, as :meth:`PathModel.one_way` sums it — else None."""
+    total = 0.0
+    for link in links:
+        delay = link.delay
+        if link.loss or link.bandwidth is not None or not delay.is_constant:
+            return None
+        total += delay.mean
+    return total
+
+
 @dataclass(frozen=True)
 class _Route:
-    """A route between two nodes: the nodes visited, the links crossed, their mean delay."""
+    """A route between two nodes: the nodes visited, the links crossed, their mean delay,
+    and the fixed one-way delay when no draw can change it (:func:`_fixed_delay`)."""
 
     nodes: tuple[Node, ...]
     links: tuple[LinkSpec, ...]
     mean_delay: float
+    fixed: float | None = None
+
+    @classmethod
+    def of(cls, nodes: tuple[Node, ...], links: tuple[LinkSpec, ...], mean_delay: float
+           ) -> _Route:
+        return cls(nodes, links, mean_delay, _fixed_delay(links))
 
 
 class PathModel:
@@ -64,10 +84,10 @@ class PathModel:
         if route is not None:
             return route
         if a == b:
-            route = _Route((a,), (), 0.0)
+            route = _Route.of((a,), (), 0.0)
         elif node_key(b) < node_key(a):
             back = self._node_route(b, a)
-            route = _Route(back.nodes[::-1], back.links[::-1], back.mean_delay)
+            route = _Route.of(back.nodes[::-1], back.links[::-1], back.mean_delay)
         else:
             tree = self._trees.get(a)
             if tree is None:
@@ -77,7 +97,7 @@ class PathModel:
                 raise ValueError(f"PathModel: no path between nodes {a!r} and {b!r}")
             path = tuple(tree[b])
             links = tuple(self.graph.edges[x, y]["link"] for x, y in itertools.pairwise(path))
-            route = _Route(path, links, math.fsum(lk.delay.mean for lk in links))
+            route = _Route.of(path, links, math.fsum(lk.delay.mean for lk in links))
         self._node_routes[key] = route
         return route
 
@@ -93,20 +113,27 @@ class PathModel:
         """The graph nodes a packet from ``src_id`` to ``dst_id`` visits, both ends included."""
         return list(self._route(src_id, dst_id).nodes)
 
-    def one_way(self, src_id: str, dst_id: str, size: int,
-                rng: np.random.Generator) -> float | None:
+    def one_way(self, src_id: str, dst_id: str, size: int, rng: Draws) -> float | None:
         """Seconds for a ``size``-byte packet from ``src_id`` to ``dst_id``, or None if lost.
 
         Sum over the path's links of a delay sample plus ``size * 8 / bandwidth``; each link
         loses the packet independently. Per link, in path order, exactly two draws are made
         (loss, then delay) whether or not the packet survives, so the stream stays aligned.
-        Roles on the same node: 0.0, never lost, no draws.
+        Roles on the same node: 0.0, never lost, no draws. A route no draw can change
+        still consumes its draws, then returns its fixed delay.
         """
         if size < 0:
             raise ValueError(f"PathModel.one_way: size must be ≥ 0 bytes, got {size!r}")
+        route = self._routes.get((src_id, dst_id)) or self._route(src_id, dst_id)
+        if route.fixed is not None:
+            draw = rng.random
+            for _ in route.links:
+                draw()
+                draw()
+            return route.fixed
         lost = False
         total = 0.0
-        for link in self._route(src_id, dst_id).links:
+        for link in route.links:
             if rng.random() < link.loss:
                 lost = True
             total += link.delay.sample(rng)

@@ -95,14 +95,15 @@ def tools_answer(state: ZoneState, scorer: Scorer, service: str, proto: str, tex
     tools = state.tools.get((service, proto))
     if tools is None:
         tools = state.tools_of(service, proto, scorer)
-    if not tools.srv:
+    if not tools.tools:
         return state.negative[NOERROR]
     chosen, scores = choose(tools.index, tools.rank, text, k, None, want_scores)
-    srv, a = tools.srv, tools.a
-    additional = [a[i] for i in chosen]
+    records = tools.records
+    picked = [records[i] or tools.prepare(i) for i in chosen]
+    additional = [recs[1] for recs in picked]
     if tools.aaaa:  # every A first: under the size limit IPv4 addresses go first
-        additional += [tools.aaaa[i] for i in chosen]
-    return Reply(NOERROR, True, [srv[i] for i in chosen], (), additional, scores=scores)
+        additional += [recs[2] for recs in picked if recs[2] is not None]
+    return Reply(NOERROR, True, [recs[0] for recs in picked], (), additional, scores=scores)
 
 
 def standard(state: ZoneState, scorer: Scorer, qname: str, qtype: int,

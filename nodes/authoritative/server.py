@@ -27,10 +27,11 @@ FORMERR when the header can be read and dropped otherwise; both are counted. Rep
 built from records encoded at zone load (:mod:`nodes.dns.codec`, per zone in
 :mod:`~nodes.authoritative.zonestate`; answers in :mod:`~nodes.authoritative.answers`,
 encoded within the size limit by :mod:`~nodes.authoritative.fit`); a bounded packet cache
-(keyed on the query bytes after the ID) answers repeated queries. Nothing else is cached
-between queries except what a query name alone determines (its decoded form, its ToolDNS
-parts and its suffix offsets, in small bounded memos): scoring, ranking and encoding run
-for every query the packet cache does not answer.
+(keyed on the query bytes after the ID) answers repeated queries, and counts its hits. Apart
+from it, what is kept between queries changes no counter and no byte: what a query name
+alone determines (its decoded form, its ToolDNS parts and its suffix offsets) and, with a
+pure scorer and no signer, each encoded reply by the query bytes, the transport and the
+server's zone generation (:mod:`~nodes.authoritative.memo`), all in bounded memos.
 
 Zone transfers (RFC 5936) go through ``transfer(wire, src, now)``, which a TCP adapter calls
 before ``handle``: AXFR answers SOA, every record of the zone
@@ -57,6 +58,7 @@ import numpy as np
 
 from nodes.authoritative.answers import referral, semantic, standard, tools_answer
 from nodes.authoritative.fit import fit, size_limit
+from nodes.authoritative.memo import REPLY_MEMO, ReplyMemo
 from nodes.authoritative.reply import (
     BADVERS,
     FORMERR,
@@ -150,8 +152,13 @@ class AuthoritativeServer:
         packet_cache_bytes: int = 16 * 1024 * 1024,
         transfer_acl: Iterable[str] = LOOPBACK_ACL,
         cname_referral: bool = True,
+        reply_memo: ReplyMemo | None = REPLY_MEMO,
     ) -> None:
         self.name = name
+        # replies kept by what they depend on (nodes.authoritative.memo; None: off), under
+        # this server's generation, renewed whenever its zones change
+        self.reply_memo = reply_memo
+        self._generation = object()
         # intent-in-the-name CNAMEs carry the child's NS and glue (else the resolver asks
         # this server again for the delegation: one more exchange per level when cold)
         self.cname_referral = cname_referral
@@ -187,6 +194,7 @@ class AuthoritativeServer:
         self.stats = ServerStats()
         self._clear_cache()
         self.signer = None
+        self._generation = object()
 
     def _clear_cache(self) -> None:
         self._cache.clear()
@@ -202,6 +210,7 @@ class AuthoritativeServer:
                              f"{self.scorer.name!r} scorer cannot score vectors (use dense)")
         self._zones[normalise(zone.name)] = state
         self._clear_cache()
+        self._generation = object()  # replies memoised from the old data are never found
 
     @property
     def zones(self) -> list[str]:
@@ -251,16 +260,32 @@ class AuthoritativeServer:
         """Answer one message. Never raises on peer input; returns None to drop."""
         counts = self.stats.counts
         counts[_RX.get(transport) or "rx_" + transport] += 1
-        wire = bytes(wire)
-        key = None
+        if wire.__class__ is not bytes:
+            wire = bytes(wire)
+        key = wire[2:] + (b"U" if transport == "udp" else b"T")
         if self.packet_cache_size:
-            key = wire[2:] + (b"U" if transport == "udp" else b"T")
             hit = self._cache.get(key)
             if hit is not None:
                 counts["packet_cache_hit"] += 1
                 counts[hit[1]] += 1
                 counts["tx_bytes"] += len(hit[0])
                 return wire[:2] + hit[0][2:]
+        memo = self.reply_memo
+        if memo is not None and (self.signer is not None
+                                 or not getattr(self.scorer, "pure", False)):
+            memo = None
+        if memo is not None:
+            memoised = memo.get((self._generation, key))
+            if memoised is not None:  # counted as the reply it stands for
+                tail, kind = memoised
+                counts[kind] += 1
+                if tail[0] & 0x02:  # TC: fit() counted a truncation
+                    counts["truncated_" + transport] += 1
+                out = wire[:2] + tail
+                counts["tx_bytes"] += len(out)
+                if self.packet_cache_size:
+                    self._remember(key, out, kind)
+                return out
         view = parse_query(wire)
         if view is None:
             try:
@@ -288,8 +313,12 @@ class AuthoritativeServer:
                                          self._types_at(view.qname) if nodata else None)
             counts["signed"] += 1
         counts["tx_bytes"] += len(out)
-        if key is not None and kind != "internal_error":
-            self._remember(key, out, kind)
+        if kind != "internal_error":
+            if self.packet_cache_size:
+                self._remember(key, out, kind)
+            # an embedding may count (embedding_used/ignored): such replies are not kept
+            if memo is not None and not any(c == self.embedding_code for c, _ in view.options):
+                memo.put((self._generation, key), out[2:], kind)
         return out
 
     def _fit(self, q: QueryView, reply: Reply, transport: str,

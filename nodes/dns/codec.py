@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import struct
 from collections import OrderedDict
+from functools import lru_cache
 
 from dnslib import DNSBuffer, DNSRecord
 
@@ -249,14 +250,24 @@ def name_wire(name: str) -> bytes:
     return bytes(out)
 
 
+@lru_cache(maxsize=8192)
 def prepare_name(name: str) -> PreparedName:
-    """Split and encode ``name`` once (``""`` and ``"."`` are the root)."""
-    labels = [] if name in (".", "") else name.rstrip(".").split(".")
-    raws = [label.encode("ascii") for label in labels]
-    wires = [bytes([len(raw)]) + raw for raw in raws]
-    keys = tuple(".".join(labels[i:]) for i in range(len(labels)))
-    prefixes = tuple(b"".join(wires[:i]) for i in range(len(labels)))
-    return b"".join(wires) + b"\x00", keys, prefixes
+    """Split and encode ``name`` once (``""`` and ``"."`` are the root); the last 8192
+    names are remembered (a tool's target owns its A and TXT records and is its SRV's
+    target)."""
+    if name in (".", ""):
+        return b"\x00", (), ()
+    text = name.rstrip(".")
+    labels = text.split(".")
+    # label i starts at the same offset in the dotted text as in the wire form
+    starts = []
+    pos = 0
+    for label in labels:
+        starts.append(pos)
+        pos += len(label) + 1
+    wire = b"".join([bytes((len(label),)) + label.encode("ascii") for label in labels])
+    wire += b"\x00"
+    return wire, tuple([text[i:] for i in starts]), tuple([wire[:i] for i in starts])
 
 
 def question_names(qname: str) -> dict[str, int]:
@@ -358,7 +369,7 @@ class Rec:
             self.pieces = (first, head + b"\x00\x00", RDATA, *parts)
             self.wire = self.split = None
             return
-        raw = b"".join(name_wire(p) if isinstance(p, str) else p for p in rdata)
+        raw = b"".join([prepare_name(p)[0] if isinstance(p, str) else p for p in rdata])
         tail = head + len(raw).to_bytes(2, "big") + raw
         self.pieces = (first, tail)
         if isinstance(first, bytes):

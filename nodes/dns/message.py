@@ -28,8 +28,6 @@ from typing import Any
 
 from dnslib import DNSRecord
 
-from nodes.dns.codec import name_wire
-
 _HEADER = struct.Struct("!HHHHHH")
 _QFIXED = struct.Struct("!HH")
 _RR_FIXED = struct.Struct("!HHIH")
@@ -54,7 +52,12 @@ class Header:
     __slots__ = ("a", "ar", "auth", "bitmap", "id", "q")
 
     def __init__(self, qid: int, bitmap: int, q: int, a: int, auth: int, ar: int) -> None:
-        self.id, self.bitmap, self.q, self.a, self.auth, self.ar = qid, bitmap, q, a, auth, ar
+        self.id = qid
+        self.bitmap = bitmap
+        self.q = q
+        self.a = a
+        self.auth = auth
+        self.ar = ar
 
     qr = property(lambda self: self.bitmap >> 15 & 1)
     opcode = property(lambda self: self.bitmap >> 11 & 0xF)
@@ -83,8 +86,11 @@ class Record:
     rdata: Any
 
     def __init__(self, rname: str, rtype: int, rclass: int, ttl: int, rdata: Any) -> None:
-        self.rname, self.rtype, self.rclass, self.ttl, self.rdata = (
-            rname, rtype, rclass, ttl, rdata)
+        self.rname = rname
+        self.rtype = rtype
+        self.rclass = rclass
+        self.ttl = ttl
+        self.rdata = rdata
 
 
 class AData(str):
@@ -143,8 +149,12 @@ class Message:
 
     def __init__(self, header: Header, questions: list[Question], rr: list[Record],
                  auth: list[Record], ar: list[Record], wire: bytes) -> None:
-        self.header, self.questions, self.rr, self.auth, self.ar, self.wire = (
-            header, questions, rr, auth, ar, wire)
+        self.header = header
+        self.questions = questions
+        self.rr = rr
+        self.auth = auth
+        self.ar = ar
+        self.wire = wire
 
     @property
     def q(self) -> Question:
@@ -167,6 +177,12 @@ def _name(wire: bytes, pos: int, memo: dict[int, str]) -> tuple[str, int]:
     compressed name costs one lookup per pointer.
     """
     first = pos
+    n = wire[pos]
+    if n >= 0xC0:  # a bare pointer (most owner names in a compressed message)
+        ptr = (n & 0x3F) << 8 | wire[pos + 1]
+        if ptr >= first:  # strictly before this name: no loops, bounded recursion
+            raise _Decline
+        return memo.get(ptr) or _name(wire, ptr, memo)[0], pos + 2
     raws: list[bytes] = []
     starts: list[int] = []
     while True:
@@ -200,7 +216,15 @@ def _name(wire: bytes, pos: int, memo: dict[int, str]) -> tuple[str, int]:
 
 
 def _record(wire: bytes, pos: int, memo: dict[int, str]) -> tuple[Record, int]:
-    rname, pos = _name(wire, pos, memo)
+    n = wire[pos]
+    # the owner is most often a pointer to a name already read (memo holds only offsets
+    # before this record, so it points backwards as _name requires)
+    known = memo.get((n & 0x3F) << 8 | wire[pos + 1]) if n >= 0xC0 else None
+    if known is not None:
+        rname = known
+        pos += 2
+    else:
+        rname, pos = _name(wire, pos, memo)
     rtype, rclass, ttl, rdlength = _RR_FIXED.unpack_from(wire, pos)
     pos += 10
     end = pos + rdlength
@@ -256,9 +280,24 @@ def _record(wire: bytes, pos: int, memo: dict[int, str]) -> tuple[Record, int]:
 
 #: Parsed messages by their bytes after the ID (bounded, first in first out): the same
 #: server gives the same answer to the same question and intent, and parsing it again would
-#: give equal objects. 0 turns the memo off.
-MEMO_SIZE = 4096
+#: give equal objects. At most MEMO_SIZE messages (0 turns the memo off) of MEMO_BYTES
+#: wire bytes in all (their objects take about ten times as much); a message over 1/16 of
+#: that is not kept.
+MEMO_SIZE = 16384
+MEMO_BYTES = 4 << 20
 _MEMO: OrderedDict[bytes, tuple] = OrderedDict()
+_memo_bytes = [0]  # wire bytes of the keys in _MEMO
+
+
+def _memorise(key: bytes, parsed: tuple) -> None:
+    size = len(key)
+    if size * 16 > MEMO_BYTES:
+        return
+    held = _memo_bytes[0]
+    while _MEMO and (len(_MEMO) >= MEMO_SIZE or held + size > MEMO_BYTES):
+        held -= len(_MEMO.popitem(last=False)[0])
+    _MEMO[key] = parsed
+    _memo_bytes[0] = held + size
 
 
 def parse_response(wire: bytes) -> Message | None:
@@ -292,23 +331,36 @@ def parse_response(wire: bytes) -> Message | None:
     if pos != len(wire):
         return None
     if MEMO_SIZE:
-        if len(_MEMO) >= MEMO_SIZE:
-            _MEMO.popitem(last=False)
-        _MEMO[key] = ((bitmap, qd, an, ns, ar_count), questions, *sections)
+        _memorise(key, ((bitmap, qd, an, ns, ar_count), questions, *sections))
     answer, authority, additional = sections
     return Message(Header(qid, bitmap, qd, an, ns, ar_count), questions, answer, authority,
                    additional, wire)
 
 
+#: plain_name's answers by name; bounded: when full it starts afresh.
+_PLAIN: dict[str, bytes | None] = {}
+_PLAIN_MAX = 1 << 16
+
+
 def plain_name(name: str) -> bytes | None:
     """Uncompressed wire form of a plain dotted name, or None if it is not plain."""
+    wire = _PLAIN.get(name, b"")
+    if wire != b"":
+        return wire
     if name in (".", ""):
         return b"\x00"
+    # a non-ASCII character becomes "?", which is not a plain label byte
     labels = name.encode("ascii", "replace").rstrip(b".").split(b".")
     if any(not 0 < len(label) <= 63 or label.translate(None, _SAFE) for label in labels):
-        return None
-    wire = name_wire(name)
-    return wire if len(wire) <= 255 else None
+        wire = None
+    else:
+        wire = b"".join([len(label).to_bytes(1, "big") + label for label in labels]) + b"\x00"
+        if len(wire) > 255:
+            wire = None
+    if len(_PLAIN) >= _PLAIN_MAX:
+        _PLAIN.clear()
+    _PLAIN[name] = wire
+    return wire
 
 
 def encode_query(qid: int, flags: int, qname: str, qtype: int,
@@ -323,7 +375,7 @@ def encode_query(qid: int, flags: int, qname: str, qtype: int,
     question = name + _QFIXED.pack(qtype, qclass)
     if options is None:
         return head + question
-    rdata = b"".join(_QFIXED.pack(code, len(data)) + data for code, data in options)
+    rdata = b"".join([_QFIXED.pack(code, len(data)) + data for code, data in options])
     opt = _OPT_HEAD + struct.pack("!HIH", udp_size, opt_ttl, len(rdata)) + rdata
     return head + question + opt
 
@@ -371,7 +423,7 @@ def encode_answer(qid: int, rd: int, rcode: int, question: bytes,
         else:
             buf += wire
         try:
-            buf += a_head + bytes(int(x) for x in address.split("."))
+            buf += a_head + bytes(map(int, address.split(".")))
         except ValueError:
             return None
     if opt_size is not None:

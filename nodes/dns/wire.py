@@ -198,22 +198,25 @@ def requester_udp_size(msg: DNSRecord) -> int:
 # ---------------------------------------------------------------------------- names
 
 
-#: Names already normalised (text -> normal form); bounded: past the limit it stops
-#: growing. A resolver normalises the same few thousand names again and again.
+#: Names already normalised (text -> normal form), normal forms included (mapped to
+#: themselves); bounded: when full it starts afresh, so that the names of the moment (a
+#: resolver normalises the same few thousand again and again) replace those of the build.
 _NORMAL: dict[str, str] = {}
 _NORMAL_MAX = 1 << 16
 
 
 def normalise(name: str | DNSLabel) -> str:
     """Lower-case absolute form with a trailing dot (``tools.``)."""
-    if name.__class__ is str:
-        hit = _NORMAL.get(name)
-        if hit is not None:
-            return hit
+    hit = _NORMAL.get(name)  # a DNSLabel (slow path) hashes as a tuple: no str key matches
+    if hit is not None:
+        return hit
     text = str(name).lower()
     text = text if text.endswith(".") else text + "."
-    if name.__class__ is str and len(_NORMAL) < _NORMAL_MAX:
+    if name.__class__ is str:
+        if len(_NORMAL) >= _NORMAL_MAX - 1:
+            _NORMAL.clear()
         _NORMAL[name] = text
+        _NORMAL[text] = text
     return text
 
 
@@ -228,7 +231,14 @@ def parent(zone: str) -> str:
 
 def is_subdomain(name: str, zone: str) -> bool:
     """True if ``name`` is ``zone`` or lies below it (label-wise)."""
-    name, zone = normalise(name), normalise(zone)
+    get = _NORMAL.get  # normalise's memo first: this runs per record of every referral
+    name = get(name) or normalise(name)
+    zone = get(zone) or normalise(zone)
+    return zone == "." or name == zone or name.endswith("." + zone)
+
+
+def below(name: str, zone: str) -> bool:
+    """:func:`is_subdomain` for names already in :func:`normalise`'s form."""
     return zone == "." or name == zone or name.endswith("." + zone)
 
 

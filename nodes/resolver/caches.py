@@ -26,7 +26,7 @@ from dnslib import DNSRecord
 
 from nodes.dns.cache import Entry, Store, Table
 from nodes.dns.message import TYPE_A, TYPE_NS, TYPE_TXT
-from nodes.dns.wire import Intent, is_subdomain, normalise
+from nodes.dns.wire import Intent, below, normalise
 from nodes.dns.zone import Address
 from nodes.resolver.config import ResolverConfig
 from nodes.resolver.types import ChildInfo
@@ -103,10 +103,13 @@ class Caches:
         """NS sets with in-bailiwick glue, kept for this walk (``known``) and cached;
         returns the child zones in response order (``msg``: dnslib's, or a
         ``nodes.dns.message.Message`` of the same shape)."""
+        bailiwick = normalise(bailiwick)
         glue: dict[str, str] = {}
         for rr in msg.ar:
-            if rr.rtype == TYPE_A and is_subdomain(normalise(rr.rname), bailiwick):
-                glue.setdefault(normalise(rr.rname), str(rr.rdata))
+            if rr.rtype == TYPE_A:
+                name = normalise(rr.rname)
+                if below(name, bailiwick):
+                    glue.setdefault(name, str(rr.rdata))
         zones: list[str] = []
         servers: dict[str, list[Address]] = {}
         ttls: dict[str, int] = {}
@@ -114,7 +117,7 @@ class Caches:
             if rr.rtype != TYPE_NS:
                 continue
             owner = normalise(rr.rname)
-            if not is_subdomain(owner, bailiwick) or owner == bailiwick:
+            if owner == bailiwick or not below(owner, bailiwick):
                 self.stats["bogus_referral"] += 1
                 continue
             if owner not in servers:

@@ -19,6 +19,7 @@ response (ID, question, source address and port); stub queries are read and answ
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -68,6 +69,9 @@ from nodes.resolver.types import (
 from nodes.scoring import BM25Scorer, Embedder, Scorer
 
 ClientQuery = tuple[DNSRecord | QueryView, Address, Transport]  # the query, from, over
+QUERY_MEMO = 4096  # query bodies kept (first in, first out)
+_QTYPE_TEXT = {code: QTYPE[code] for code in (1, 2, 5, 6, 16, 28, 33, 43, 46, 48, 255)}
+_SENT = {"udp": "sent_udp", "tcp": "sent_tcp", "tls": "sent_tls"}
 
 
 @dataclass
@@ -133,6 +137,12 @@ class RecursiveResolver:
         self.caches = Caches(self.config, self.root_hints, self.scorer, self.stats)
         self._ctx = Context(self.config, self.caches, self.stats)
         self._pending: dict[int, _Pending] = {}
+        # (deadline, qid) of every query sent: a min-heap for next_timer; at most one
+        # entry per query still in flight or sent within the last timeout, compacted
+        self._deadlines: list[tuple[float, int]] = []
+        # a query's bytes after the ID, by (qname, qtype, intent): they depend on nothing
+        # else (the config is fixed), and a walk asks the same few names again and again
+        self._bodies: dict[tuple[str, int, Intent | None], bytes] = {}
         self._out: list[Outgoing] = []
         self._results: list[DiscoveryResult] = []
         self._active_clients = 0
@@ -169,7 +179,16 @@ class RecursiveResolver:
         return out
 
     def next_timer(self) -> float | None:
-        return min((p.deadline for p in self._pending.values()), default=None)
+        """The earliest deadline of a pending query (heap entries of answered queries are
+        dropped as they surface)."""
+        heap, pending = self._deadlines, self._pending
+        while heap:
+            deadline, qid = heap[0]
+            p = pending.get(qid)
+            if p is not None and p.deadline == deadline:
+                return deadline
+            heapq.heappop(heap)
+        return None
 
     def on_timer(self, now: float) -> None:
         self.caches.now = now
@@ -233,36 +252,40 @@ class RecursiveResolver:
         now: float,
     ) -> None:
         ask = task.asks[index]
-        qid = self._new_id()
-        wire = self._query(qid, ask)
-        server = order[attempt % len(order)]
-        step = Step(
-            qname=ask.qname, qtype=QTYPE[ask.qtype], server=server, transport=transport,
-            sent=now, rtt=None, bytes_out=len(wire), bytes_in=0, outcome="sent",
-            with_intent=ask.intent is not None, qid=qid,
-        )
-        if task.result is not None:
-            task.result.steps.append(step)
-        self._pending[qid] = _Pending(
-            task=task, index=index, qid=qid, wire=wire, order=order, attempt=attempt,
-            server=server, transport=transport, sent=now, deadline=now + self.config.timeout,
-            step=step,
-        )
-        self.stats[f"sent_{transport}"] += 1
-        self._out.append(Outgoing(wire, server, transport, step=step if transport == "tls"
-                                  else None))
-
-    def _new_id(self) -> int:
-        """A query ID not in use by a pending query."""
+        pending = self._pending
         ids = self.id_source or self.rng
         qid = ids.randrange(1, 65536)
-        while qid in self._pending:
+        while qid in pending:  # an ID not in use by a pending query
             qid = ids.randrange(1, 65536)
-        return qid
+        key = (ask.qname, ask.qtype, ask.intent)
+        body = self._bodies.get(key)
+        if body is None:
+            body = self._query(0, ask)[2:]
+            if len(self._bodies) >= QUERY_MEMO:
+                del self._bodies[next(iter(self._bodies))]
+            self._bodies[key] = body
+        wire = qid.to_bytes(2, "big") + body
+        server = order[attempt % len(order)]
+        step = Step(ask.qname, _QTYPE_TEXT.get(ask.qtype) or QTYPE[ask.qtype], server,
+                    transport, now, None, len(wire), 0, "sent", ask.intent is not None, qid)
+        if task.result is not None:
+            task.result.steps.append(step)
+        deadline = now + self.config.timeout
+        pending[qid] = _Pending(task, index, qid, wire, order, attempt, server, transport,
+                                now, deadline, step)
+        heap = self._deadlines
+        if len(heap) > 4 * len(pending) + 64:  # mostly answered queries: rebuild
+            heap[:] = [(p.deadline, q) for q, p in pending.items()]
+            heapq.heapify(heap)
+        else:
+            heapq.heappush(heap, (deadline, qid))
+        self.stats[_SENT[transport]] += 1
+        self._out.append(Outgoing(wire, server, transport, False,
+                                  step if transport == "tls" else None))
 
     def _query(self, qid: int, ask: Ask) -> bytes:
         """The query's bytes: EDNS with the intent (and the scores, embedding options), DO
-        when validating."""
+        when validating. :meth:`_send` keeps them by ask (all but the ID)."""
         config = self.config
         options = [] if ask.intent is None else [(config.option_code, ask.intent.encode())]
         if ask.intent is not None and config.wants_scores:
@@ -310,24 +333,27 @@ class RecursiveResolver:
         self, msg: DNSRecord | Message, size: int, src: Address, now: float,
         transport: Transport, data: bytes = b"",
     ) -> None:
-        pending = self._pending.get(msg.header.id)
+        header = msg.header
+        pending = self._pending.get(header.id)
         if pending is None or pending.server != src or pending.transport != transport:
             self.stats["unexpected_response"] += 1
             return
         ask = pending.task.asks[pending.index]
-        q = msg.questions[0] if len(msg.questions) == 1 else None
-        if (q is None or q.qtype != ask.qtype or q.qclass != 1 or msg.header.opcode
-                or normalise(q.qname) != normalise(ask.qname)):
+        questions = msg.questions
+        q = questions[0] if len(questions) == 1 else None
+        if (q is None or q.qtype != ask.qtype or q.qclass != 1 or header.opcode
+                or (q.qname != ask.qname and normalise(q.qname) != normalise(ask.qname))):
             self.stats["mismatched_question"] += 1  # keep waiting for the genuine answer
             return
-        del self._pending[msg.header.id]
+        del self._pending[header.id]
         rtt = now - pending.sent
         self.infra.measured(src, rtt)
         step = pending.step
+        tc = header.tc
         if step is not None:
             step.rtt, step.bytes_in = rtt, size
-            step.outcome = rcode_text(msg.header.rcode) + (" TC" if msg.header.tc else "")
-        if msg.header.tc and transport == "udp":
+            step.outcome = rcode_text(header.rcode) + (" TC" if tc else "")
+        if tc and transport == "udp":
             self.stats["truncated"] += 1
             if pending.task.result is not None:
                 pending.task.result.cache["tc_retry"] += 1

@@ -153,4 +153,8 @@ Rounds = Generator[list[Ask], list[Reply], R]
 
 def rcode_text(code: int) -> str:
     """RCODE mnemonic; a peer may send codes dnslib has no name for (11-15)."""
-    return RCODE.get(code, f"RCODE{code}")
+    text = _RCODE_TEXT.get(code)
+    return text if text is not None else RCODE.get(code, f"RCODE{code}")
+
+
+_RCODE_TEXT = {code: RCODE.get(code, f"RCODE{code}") for code in range(16)}

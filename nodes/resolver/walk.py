@@ -15,10 +15,10 @@ from nodes.dns.message import RC_NXDOMAIN, TYPE_A, TYPE_NS, TYPE_SRV
 from nodes.dns.wire import (
     Intent,
     IntentError,
+    below,
     cursor_name,
     get_scores,
     intent_qname,
-    is_subdomain,
     normalise,
 )
 from nodes.resolver.caches import Known
@@ -83,7 +83,7 @@ def _aware(ctx: Context, req: Discovery, result: DiscoveryResult) -> Rounds[None
         endpoints = endpoints if req.k == 0 else endpoints[:req.k]
     else:
         endpoints = walk.merged(req.k)
-    start_ok = [e for e in endpoints if is_subdomain(e.target, start)]
+    start_ok = [e for e in endpoints if below(e.target, start)]
     if len(start_ok) != len(endpoints):
         ctx.stats["outside_start_zone"] += len(endpoints) - len(start_ok)
     result.leaves = walk.order
@@ -227,19 +227,19 @@ class _Walk:
             if msg.header.rcode == RC_NXDOMAIN:
                 result.rcode = "NXDOMAIN"
             return
-        below = [c for c in children if is_subdomain(c, zone) and c != zone]
-        if below and bailiwick == zone:  # semantic referral: the zone's top-K children
+        under = [c for c in children if c != zone and below(c, zone)]
+        if under and bailiwick == zone:  # semantic referral: the zone's top-K children
             ttl = min(rr.ttl for rr in msg.auth if rr.rtype == TYPE_NS)
             if self.pooled:
-                scored = _scored_children(ctx, below, msg)
+                scored = _scored_children(ctx, under, msg)
                 caches.put(caches.referrals, (zone, *self.key), scored, ttl)
                 level.pool.extend(scored)
                 return
-            caches.put(caches.referrals, (zone, *self.key), below, ttl)
+            caches.put(caches.referrals, (zone, *self.key), under, ttl)
             if req.k == 0:
                 caches.learn_hints(msg, req.service, zone, ttl)
-            level.next.extend(narrow(below, width))
-        elif any(is_subdomain(zone, c) for c in children):  # a step towards the zone
+            level.next.extend(narrow(under, width))
+        elif any(below(zone, c) for c in children):  # a step towards the zone
             level.next.append((zone, width))
         else:
             ctx.stats["bogus_referral"] += 1
@@ -268,7 +268,7 @@ def warm(ctx: Context, req: Discovery, result: DiscoveryResult) -> Rounds[Discov
                 continue
             children = caches.learn_referral(reply.msg, bailiwick, known)
             if bailiwick != zone:
-                level.extend(c for c in children if is_subdomain(zone, c))
+                level.extend(c for c in children if below(zone, c))
                 continue
             ttl = min((rr.ttl for rr in reply.msg.auth if rr.rtype == TYPE_NS), default=0)
             caches.learn_hints(reply.msg, req.service, zone, ttl)
@@ -351,9 +351,9 @@ def _scored(ctx: Context, endpoints: list[Endpoint], msg: Answer) -> list[Endpoi
     return [replace(e, score=s) for e, s in zip(endpoints, scores, strict=True)]
 
 
-def _scored_children(ctx: Context, below: list[str], msg: Answer) -> list[tuple[str, float]]:
+def _scored_children(ctx: Context, under: list[str], msg: Answer) -> list[tuple[str, float]]:
     """Referred children with their scores; the option lists one per NS owner name."""
     owners = list(dict.fromkeys(normalise(rr.rname) for rr in msg.auth
                                 if rr.rtype == TYPE_NS))
     scores = dict(zip(owners, _scores_of(ctx, msg, len(owners)), strict=True))
-    return [(c, scores.get(c, _NO_SCORE)) for c in below]
+    return [(c, scores.get(c, _NO_SCORE)) for c in under]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from nodes.agent.stub import StubResult
+from nodes.authoritative.memo import memo_off
 from nodes.registry.base import Routes
 from nodes.registry.server import RegistryServer
 from sim.accounting import IPV4, TCP_SYN, TCP_TS, dot_port
@@ -77,8 +78,11 @@ def schedule_churn(plan: RunPlan, loop: asyncio.AbstractEventLoop, origin: float
 
 
 def run_live(plan: RunPlan) -> EngineOutput:
-    """Run one scheme of ``plan`` on loopback sockets (the catalogue's entry point)."""
-    return asyncio.run(_run_http(plan) if plan.registry is not None else _run(plan))
+    """Run one scheme of ``plan`` on loopback sockets (the catalogue's entry point). The
+    servers compute every reply (no reply memo): in wall-clock time their work is part of
+    what is measured."""
+    with memo_off(plan.hierarchy.servers.values()):
+        return asyncio.run(_run_http(plan) if plan.registry is not None else _run(plan))
 
 
 async def _run_http(plan: RunPlan) -> EngineOutput:

@@ -196,6 +196,8 @@ class NodeHost:
         raise_fd_limit()
         loop = asyncio.get_running_loop()
         part, origin = self.part, loop.time()
+        for server in part.servers.values():  # wall-clock time: every reply computed
+            server.reply_memo = None
         self.servers = [ServerEndpoint(s, (ip, part.dns_port), self.shaper, origin)
                         for ip, s in part.servers.items()]
         self.resolvers = {ip: NodeEndpoint(node, (ip, part.dns_port), ip, origin, self.shaper,

@@ -36,6 +36,8 @@ from sim.build.runplan import AGENT_PORT, RunPlan
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput
 from sim.sockets.dotpool import DotConnection, DotPool
+from topologies.gcpause import gc_paused
+from topologies.uniforms import Uniforms
 
 SYN_RTO = 1.0  # Linux initial retransmission timeout for SYN (RFC 6298 §2.1)
 TCP_GIVE_UP = 60.0  # seconds of retransmissions after which a connection is dead (faults)
@@ -69,10 +71,16 @@ def replay(env: simpy.Environment, plan: RunPlan, ask: Callable[[Job], None],
 
 
 def run_simpy(plan: RunPlan) -> EngineOutput:
-    """Run one scheme of ``plan`` in virtual time (the catalogue's entry point)."""
-    if plan.registry is not None:
-        return HttpRun(plan).run()
-    return DnsRun(plan).run()
+    """Run one scheme of ``plan`` in virtual time (the catalogue's entry point).
+
+    Without the cyclic garbage collector: a run makes almost no cyclic garbage (messages,
+    steps and events are freed by reference counting; 32 objects were left for the
+    collector after 2,000 and after 6,000 discoveries alike), while each collection walks
+    every live object of the namespace and servers — about 15 % of a run's time."""
+    with gc_paused():
+        if plan.registry is not None:
+            return HttpRun(plan).run()
+        return DnsRun(plan).run()
 
 
 class DnsRun:
@@ -84,16 +92,19 @@ class DnsRun:
     def __init__(self, plan: RunPlan) -> None:
         self.plan = plan
         self.env = env = simpy.Environment()
-        # network draws, the same for every scheme (a shard: its own)
-        self.rng = np.random.default_rng(
-            [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard])
+        # network draws, the same for every scheme (a shard: its own), taken in blocks
+        self.rng = Uniforms(np.random.default_rng(
+            [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard]))
         self.out = out = EngineOutput(on_stub=plan.on_stub)
         self.load = out.load
+        self.traffic: dict[str, list[int]] = {}  # address -> tx/rx packets and bytes
         self.servers = servers = plan.hierarchy.servers
         self.busy: dict[str, float] = {}
-        self.armed: dict[str, float] = {}
+        self.armed: dict[str, float] = {}  # address -> when its timer fires (the earliest)
+        self.horizon = 0.0  # the latest deadline a node has had: a phase ends there at least
         self.port_of = {ip: AGENT_PORT for ip in plan.agents}
         self.port_of.update({ip: plan.dns_port for ip in plan.resolvers})
+        self.sender: dict[str, tuple[str, int]] = {}
         self.nodes: dict[str, RecursiveResolver | DnsAgent] = {**plan.resolvers,
                                                               **plan.dns_agents()}
         self.ip_of = {role: ip for ip, role in plan.role_of.items()}
@@ -125,19 +136,39 @@ class DnsRun:
         return view is not None and any(c == self.code for c, _ in view.options)
 
     def bump(self, address: str, packets: str, octets: str, size: int) -> None:
-        """``out.count`` for one packet and its bytes, inlined (twice per message)."""
-        load = self.load
-        node = load.get(address)
-        if node is None:
-            node = load[address] = {}
-        node[packets] = node.get(packets, 0) + 1
-        node[octets] = node.get(octets, 0) + size
+        """One packet of ``size`` bytes sent (``packets`` "tx_packets") or received."""
+        counts = self.traffic.get(address) or self.traffic_of(address)
+        i = 0 if packets == "tx_packets" else 2
+        counts[i] += 1
+        counts[i + 1] += size
+
+    def traffic_of(self, address: str) -> list[int]:
+        """``address``'s [tx packets, tx bytes, rx packets, rx bytes] (a new count)."""
+        counts = self.traffic[address] = [0, 0, 0, 0]
+        return counts
+
+    def add_traffic(self) -> None:
+        """Fold the packet and byte counts into the output's counters (once, at the end:
+        only the run's totals are read)."""
+        for address, counts in self.traffic.items():
+            node = self.load.setdefault(address, {})
+            for i, key in ((0, "tx_packets"), (2, "rx_packets")):
+                if counts[i]:  # a node that never sent has no tx counters (as before)
+                    octets = key.replace("packets", "bytes")
+                    node[key] = node.get(key, 0) + counts[i]
+                    node[octets] = node.get(octets, 0) + counts[i + 1]
+        self.traffic.clear()
 
     def transmit(self, src: str, msg: Outgoing) -> None:
+        """Send ``msg`` from ``src``: its fate on the path now, its arrival later (the
+        receiver's packet and bytes are counted now too: only the run's totals are read)."""
         dst = msg.dst[0]
         data, transport = msg.data, msg.transport
         size = self.head[transport] + len(data)
-        self.bump(src, "tx_packets", "tx_bytes", size)
+        traffic = self.traffic
+        counts = traffic.get(src) or self.traffic_of(src)
+        counts[0] += 1
+        counts[1] += size
         role_of = self.role_of
         delay = self.one_way(role_of[src], role_of[dst], size, self.rng)
         faults = self.faults
@@ -150,9 +181,17 @@ class DnsRun:
             delay += self.handshake(role_of[src], role_of[dst])
         elif transport == "tls":
             delay += self.dot_connection(src, dst, msg)
-        sender = (src, self.port_of.get(src, self.plan.dns_port))
+        counts = traffic.get(dst) or self.traffic_of(dst)
+        counts[2] += 1
+        counts[3] += size
+        sender = self.sender.get(src) or self.sender_of(src)
         deliver = self.deliver
         self.timeout(delay).callbacks.append(lambda _e: deliver(dst, data, sender, transport))
+
+    def sender_of(self, src: str) -> tuple[str, int]:
+        """The (address, port) messages from ``src`` come from (kept)."""
+        sender = self.sender[src] = (src, self.port_of.get(src, self.plan.dns_port))
+        return sender
 
     def handshake(self, a: str, b: str) -> float:
         out, ip_of, rng, one_way = self.out, self.ip_of, self.rng, self.plan.path.one_way
@@ -215,7 +254,6 @@ class DnsRun:
     def deliver(self, dst: str, data: bytes, src: tuple[str, int], transport: Transport
                 ) -> None:
         plan, env = self.plan, self.env
-        self.bump(dst, "rx_packets", "rx_bytes", len(data) + self.head[transport])
         server = self.servers.get(dst)
         kind, cost = self.base.get(dst, ("agent", plan.agent_time))
         if server is not None:
@@ -275,17 +313,23 @@ class DnsRun:
                 if ev is not None:
                     ev.succeed()
         when = node.next_timer()
-        armed = self.armed
-        if when is not None and armed.get(ip) != when:
-            armed[ip] = when
-            fire = self.fire
-            self.timeout(max(0.0, when - self.env.now)).callbacks.append(
-                lambda _e: fire(ip, when))
+        if when is not None:
+            if when > self.horizon:
+                self.horizon = when
+            armed = self.armed
+            at = armed.get(ip)
+            if at is None or when < at:  # a later deadline waits for the armed timer
+                armed[ip] = when
+                fire = self.fire
+                self.timeout(max(0.0, when - self.env.now)).callbacks.append(
+                    lambda _e: fire(ip, when))
 
     def fire(self, ip: str, when: float) -> None:
+        """The node's timer at ``when``: its expired deadlines (none, when the ones it was
+        armed for were met), then the next timer is armed."""
         armed = self.armed
         if armed.get(ip) != when:
-            return  # superseded by an earlier or later deadline
+            return  # superseded by an earlier deadline
         del armed[ip]
         self.nodes[ip].on_timer(self.env.now)
         self.pump(ip)
@@ -320,7 +364,7 @@ class DnsRun:
                 for service in plan.warm_services:
                     resolver.warm(service, env.now)
                 self.pump(ip)
-            env.run()
+            self.settle()
             out.warm_time = env.now
         t0 = env.now
         if self.faults is not None:
@@ -329,12 +373,22 @@ class DnsRun:
             for at, apply in plan.churn.timeline(plan):
                 self.timeout(t0 + at - env.now).callbacks.append(self.now_to(apply))
         replay(env, plan, self.ask, self.done_events, t0)
-        env.run()
+        self.settle()
         out.end_time = env.now
+        self.add_traffic()
         for ip, pool in self.dot_pools.items():  # DNS over TLS: still open at the end, closed
             if len(pool):
                 out.count(ip, "dot_closed", len(pool))
         return out
+
+    def settle(self) -> None:
+        """Run until nothing is left to happen, then on to the latest deadline a node had:
+        a phase (warming, the workload) ends when the last query's timeout would have
+        fired, answered or not, so its end does not depend on how timers are armed."""
+        env = self.env
+        env.run()
+        if self.horizon > env.now:
+            env.run(until=self.horizon)
 
     def now_to(self, apply: Callable[[float], None]) -> Callback:
         """A timeout callback calling ``apply`` with the time it fires at."""
@@ -357,8 +411,8 @@ class HttpRun:
 
         self.plan = plan
         self.env = simpy.Environment()
-        self.rng = np.random.default_rng(
-            [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard])
+        self.rng = Uniforms(np.random.default_rng(
+            [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard]))
         self.out = EngineOutput(on_stub=plan.on_stub)
         reg = plan.registry
         assert reg is not None  # run_simpy: a registry scheme

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nodes.authoritative.memo import memo_off
 from sim.build.hierarchy import Hierarchy
 from sim.build.plan import make_plan
 from sim.build.workload import Job
@@ -21,5 +22,6 @@ def calibrate(sc: Scenario, ns: Namespace, jobs: list[Job], scheme: SchemeSpec |
     plan, _ = make_plan(sc, scheme or sc.schemes[0], ns, jobs[:sample], hierarchy=hierarchy)
     plan.measure = {}
     plan.faults = None  # calibration measures node code, not outages
-    run_simpy(plan)
+    with memo_off(plan.hierarchy.servers.values()):  # ... every reply computed
+        run_simpy(plan)
     return {kind: float(np.median(v)) for kind, v in sorted(plan.measure.items()) if v}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Protocol, cast
 
 from nodes.dns.zone import Address
 from sim.sockets.links import Shaper, ip_size
@@ -30,8 +30,9 @@ class Datagrams(asyncio.DatagramProtocol):
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)  # a datagram endpoint's
-        self.transport = transport
+        # a datagram endpoint's (CPython's selector-loop transport implements the datagram
+        # methods without subclassing asyncio.DatagramTransport: no isinstance check)
+        self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: tuple) -> None:
         self.on_datagram(data, addr[:2])

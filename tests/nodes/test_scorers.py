@@ -10,8 +10,10 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
+from nodes.bm25 import bm25_postings
 from nodes.scoring import (
     SCORERS,
+    BM25Scorer,
     CachedEncoder,
     DenseScorer,
     LLMScorer,
@@ -20,6 +22,7 @@ from nodes.scoring import (
     group_max_index,
     make_scorer,
     parse_ranking,
+    tokenize,
     top_k,
 )
 from sim.retrieval.llm import openai_transport
@@ -179,3 +182,39 @@ def test_group_max_index_scores_each_item_by_its_best_text() -> None:
     flat = scorer.index(["a", "a", "b"], TEXTS[:3]).scores("weather forecast for rain")
     assert s[0] == max(flat[0], flat[1]) == flat[1] > s[1] == flat[2]
     assert s[2] == -np.inf
+
+
+def test_bm25_weights_are_bm25s_bit_for_bit() -> None:
+    """bm25_postings gives exactly the float32 weights bm25s stores (Lucene variant), for
+    corpora with repeated tokens, ties, empty texts and a corpus of one text."""
+    import random
+
+    import bm25s
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(60)] + ["weather", "city", "forecast"]
+    corpora = [[["solo"]], [["same", "words"]] * 4 + [["x0"]]]
+    for _ in range(150):
+        corpora.append([[rng.choice(words[: rng.choice((3, 63))])
+                         for _ in range(rng.choice((1, 2, 7, 40)))]
+                        for _ in range(rng.choice((1, 2, 5, 30, 200)))])
+    for docs in corpora:
+        model = bm25s.BM25()
+        model.index(docs, show_progress=False)
+        sc = model.scores
+        want = {}
+        for token, tid in model.vocab_dict.items():
+            if tid + 1 < len(sc["indptr"]):
+                lo, hi = sc["indptr"][tid], sc["indptr"][tid + 1]
+                want[token] = list(zip(sc["indices"][lo:hi].tolist(),
+                                       sc["data"][lo:hi].astype(float).tolist(), strict=True))
+        got = bm25_postings(docs)
+        assert {t: list(p) for t, p in got.items()} == want
+        assert all(w1.hex() == w2.hex() for t in got for (_, w1), (_, w2)
+                   in zip(got[t], want[t], strict=True))
+
+
+def test_tokenize_drops_stop_words_and_single_characters() -> None:
+    assert tokenize("The 3 Weather-APIs of a City, x2 i") == ["weather", "apis", "city", "x2"]
+    index = BM25Scorer().index(["a", "b"], ["the weather", "of a"])
+    assert index.scores("weather the").tolist()[0] > 0.0 == index.scores("of").tolist()[0]

@@ -214,3 +214,42 @@ def test_answer_to_stub_is_dnslibs(qname: str, eps: list, outcome: str, rd: int,
         (out,) = resolver.to_send()
         sent.append(bytes(out.data))
     assert sent[0] == sent[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.text("abcXYZ019-_*.é ?\x00", max_size=70))
+def test_plain_name_is_the_reference_form(name: str) -> None:
+    """plain_name (memoised) equals its definition: codec.name_wire when every label is
+    1-63 plain bytes and the whole at most 255, else None; asked twice, the same."""
+    from nodes.dns.codec import name_wire
+    from nodes.dns.message import _SAFE, plain_name
+
+    if name in (".", ""):
+        want: bytes | None = b"\x00"
+    else:
+        labels = name.encode("ascii", "replace").rstrip(b".").split(b".")
+        ok = all(0 < len(label) <= 63 and not label.translate(None, _SAFE)
+                 for label in labels)
+        want = name_wire(name) if ok and len(name_wire(name)) <= 255 else None
+    assert plain_name(name) == want
+    assert plain_name(name) == want
+
+
+def test_parse_memo_is_bounded_in_messages_and_bytes(monkeypatch) -> None:
+    from nodes.dns import message
+
+    monkeypatch.setattr(message, "_MEMO", message.OrderedDict())
+    monkeypatch.setattr(message, "_memo_bytes", [0])
+    monkeypatch.setattr(message, "MEMO_SIZE", 50)
+    monkeypatch.setattr(message, "MEMO_BYTES", 64 * 1024)
+    for i in range(2000):  # distinct responses, up to 3 kB each (TXT records)
+        reply = DNSRecord(DNSHeader(id=i, qr=1, aa=1), q=DNSQuestion("t.tools.", QTYPE.TXT))
+        reply.add_answer(RR("t.tools.", QTYPE.TXT, rdata=TXT([b"x" * 200] * (i % 15 + 1)),
+                            ttl=i))
+        assert parse_response(reply.pack()) is not None
+        held = sum(map(len, message._MEMO))
+        assert len(message._MEMO) <= 50 and held == message._memo_bytes[0] <= 64 * 1024
+    big = DNSRecord(DNSHeader(id=1, qr=1), q=DNSQuestion("t.tools.", QTYPE.TXT))
+    big.add_answer(RR("t.tools.", QTYPE.TXT, rdata=TXT([b"y" * 250] * 20)))
+    wire = bytes(big.pack())  # 5 kB: over 1/16 of the budget, read but not kept
+    assert parse_response(wire) is not None and wire[2:] not in message._MEMO
