@@ -139,7 +139,7 @@ def make_dirs(path: Path) -> None:
 # ------------------------------------------------------------------------ writing
 
 
-def _finish(tmp: str) -> None:
+def finish_file(tmp: str | Path) -> None:
     """Give a freshly written file its normal mode and flush it to disk (a full disk on a
     file system that allocates late, NFS, ... shows up here, not in the write)."""
     os.chmod(tmp, file_mode())
@@ -162,7 +162,7 @@ def atomic_write(path: Path, write: Callable[[str], object]) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_tag()}")
         os.close(fd)
         write(tmp)
-        _finish(tmp)
+        finish_file(tmp)
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:

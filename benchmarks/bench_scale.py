@@ -20,12 +20,23 @@ What it measures
 
     ``rate`` — the issue's yardstick: simulated discoveries per wall-second on one core
     (one process) for 10^5 tools, branching 10, depth 3, BM25, cold caches (resolver cache
-    and the servers' packet cache off), 10^4 closed-loop discoveries; the events the engine
+    and the servers' packet cache off), 10^4 closed-loop discoveries drawn from 2,000 intents
+    (``--pool``; with ``--pool 10000`` no intent repeats, so the simulator's memos of
+    replies, parses and query bytes find nothing to reuse); the events the engine
     scheduled per discovery; and the ratio to the *simpy floor* (events/s of a minimal
     simpy model ÷ events per discovery: what the event loop alone would allow). With
     ``--baseline-tree DIR`` the same yardstick also runs on another checkout (a subprocess
     with that tree first on ``sys.path``) and the speed-up is printed; round trips and
     bytes per discovery must agree between the two (wire-exact).
+
+    ``memory`` — peak RSS against the number of queries (records are streamed to disk as
+    discoveries finish, so it should stay flat): for each Q in ``--counts`` (10^4, 10^5,
+    10^6), in a fresh subprocess, one written run (``run_scenario`` into a temporary
+    folder, simpy) of ``growth``'s scenario at ``--tools`` (10^5) tools: the cached ToolDNS
+    scheme, K = 3, Q closed-loop discoveries by 16 agents drawn from ``--pool`` (2,000)
+    distinct queries (else every query is new and the caches grow with Q). Prints peak RSS
+    (``ru_maxrss``), RSS when the first query starts, wall time (whole run, engine,
+    writing) and the peak against the smallest Q's; ``--timeout`` stops a run (reported).
 
 Run
     python3 benchmarks/bench_scale.py rate                      # ~1 min
@@ -35,6 +46,8 @@ Run
     python3 benchmarks/bench_scale.py growth --huge             # also 3·10^6
     python3 benchmarks/bench_scale.py growth --sizes 1000 100000 --depth 3
     python3 benchmarks/bench_scale.py growth --catalog FILE --sizes 25000 1000000
+    python3 benchmarks/bench_scale.py memory                    # 10^5 tools, Q = 10^4 … 10^6
+    python3 benchmarks/bench_scale.py memory --tools 1000000 --counts 1000000 --timeout 900
 """
 
 from __future__ import annotations
@@ -187,7 +200,7 @@ def growth(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rate_scenario(tools: int, queries: int, packet_cache: bool) -> dict:
+def _rate_scenario(tools: int, queries: int, packet_cache: bool, pool: int = 2000) -> dict:
     """The issue's yardstick: BM25, depth 3, cold caches (resolver and servers' packet
     cache off), closed loop with no think time, 1 ms links."""
     caches = {} if packet_cache else {"caches": {"packet_cache": False}}
@@ -197,12 +210,12 @@ def _rate_scenario(tools: int, queries: int, packet_cache: bool) -> dict:
         "network": {"topology": "star", "nodes": 8, "resolvers": 1, "agents": 16,
                     "link": {"delay": {"dist": "constant", "mean": 0.001}}},
         "schemes": [{"name": "cold", "k": 3, "cache": False}],
-        "workload": {"queries": queries, "pool": 2000,
+        "workload": {"queries": queries, "pool": pool,
                      "arrival": {"process": "closed", "think": 0.0}},
         "outputs": {"plots": False}, **caches}
 
 
-def _rate_child(tree: str, tools: int, queries: int) -> None:
+def _rate_child(tree: str, tools: int, queries: int, pool: int) -> None:
     """In a child process: one run of the yardstick with the code in ``tree``; prints JSON."""
     sys.path.insert(0, tree)
     import importlib
@@ -215,9 +228,10 @@ def _rate_child(tree: str, tools: int, queries: int) -> None:
         run_scenario = importlib.import_module("sim.run.runner").run_scenario
     except ModuleNotFoundError:  # older trees: sim/runner.py
         run_scenario = importlib.import_module("sim.runner").run_scenario
-    data = _rate_scenario(tools, queries, packet_cache=True)
+    data = _rate_scenario(tools, queries, packet_cache=True, pool=pool)
     try:  # older trees have no packet-cache switch: they run with it on
-        sc = Scenario.model_validate(_rate_scenario(tools, queries, packet_cache=False))
+        sc = Scenario.model_validate(_rate_scenario(tools, queries, packet_cache=False,
+                                                    pool=pool))
         cold = True
     except Exception:
         sc, cold = Scenario.model_validate(data), False
@@ -267,7 +281,7 @@ def rate(args: argparse.Namespace) -> int:
     """Discoveries per wall-second per core on the yardstick, against the simpy floor and,
     with ``--baseline-tree``, against another checkout of the project."""
     if args.child:
-        _rate_child(args.child, args.tools, args.queries)
+        _rate_child(args.child, args.tools, args.queries, args.pool)
         return 0
     print(_machine())
     trees = [("this tree", str(ROOT))]
@@ -276,12 +290,13 @@ def rate(args: argparse.Namespace) -> int:
     floor = simpy_floor()
     print(f"simpy floor: {floor:,.0f} events/s (minimal timeout ping-pong, 16 processes)")
     print(f"yardstick: {args.tools:,} tools, branching 10, depth 3, BM25, resolver cache "
-          f"and servers' packet cache off, {args.queries:,} closed-loop discoveries, "
-          f"16 agents\n")
+          f"and servers' packet cache off, {args.queries:,} closed-loop discoveries "
+          f"drawn from {args.pool:,} intents, 16 agents\n")
     rows = {}
     for label, tree in trees:
         out = subprocess.run([sys.executable, __file__, "rate", "--child", tree, "--tools",
-                              str(args.tools), "--queries", str(args.queries)],
+                              str(args.tools), "--queries", str(args.queries),
+                              "--pool", str(args.pool)],
                              capture_output=True, text=True, check=True, cwd=tree)
         rows[label] = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"{'code':12s} {'sim s':>8s} {'disc/s/core':>12s} {'events/disc':>12s} "
@@ -296,6 +311,85 @@ def rate(args: argparse.Namespace) -> int:
         a, b = rows["this tree"], rows["baseline"]
         print(f"\nspeed-up against the baseline tree: {b['sim_s'] / a['sim_s']:.2f}x "
               f"(same machine, one run each)")
+    return 0
+
+
+def _memory_child(args: argparse.Namespace) -> dict[str, Any]:
+    """One written run of ``growth``'s scenario with ``args.queries`` queries; figures."""
+    import tempfile
+
+    from sim.engines.catalog import EngineInfo
+    from sim.run import runner
+
+    marks: dict[str, float] = {}
+    load = EngineInfo.load
+
+    def engine(self: EngineInfo) -> Callable[..., Any]:
+        execute = load(self)
+
+        def timed(plan: Any) -> Any:
+            marks.setdefault("sim_rss", _rss_mib())
+            t = time.perf_counter()
+            try:
+                return execute(plan)
+            finally:
+                marks["sim_end"] = time.perf_counter()
+                marks["sim_s"] = marks.get("sim_s", 0.0) + marks["sim_end"] - t
+
+        return timed
+
+    EngineInfo.load = engine  # type: ignore[method-assign]
+    sc = _scenario(args.tools, args).with_overrides({"workload.pool": args.pool})
+    with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
+        t0 = time.perf_counter()
+        result = runner.run_scenario(sc, engine="simpy", out_dir=Path(tmp) / "run")
+        total = time.perf_counter() - t0
+        size = (Path(tmp) / "run" / "results.csv").stat().st_size
+    scheme = result.summary["schemes"]["tooldns"]
+    return {"queries": args.queries, "tools": args.tools, "total_s": total,
+            "sim_s": marks["sim_s"], "after_s": t0 + total - marks["sim_end"],
+            "sim_mib": marks["sim_rss"], "peak_mib": _rss_mib(),
+            "completed": result.summary["replay"]["tooldns"]["completed"],
+            "success": scheme["success"], "csv_mib": size / 2**20}
+
+
+def memory(args: argparse.Namespace) -> int:
+    """Peak RSS and time against the number of queries (fresh process per count)."""
+    if args.child:
+        print(json.dumps(_memory_child(args)))
+        return 0
+    print(_machine())
+    print(f"scenario: growth's (synthetic, branching {args.branching}, depth "
+          f"{_depth(args.tools, args)}, {args.tools:,} tools, one cached ToolDNS scheme, "
+          f"K = 3, {args.agents} closed-loop agents, a pool of {args.pool:,} distinct queries "
+          f"so caches stop growing), simpy, written to a temporary folder\n")
+    rows = []
+    for q in args.counts:
+        cmd = [sys.executable, __file__, "memory", "--child", "1", "--tools", str(args.tools),
+               "--queries", str(q), "--agents", str(args.agents), "--branching",
+               str(args.branching), "--depth", str(args.depth), "--pool", str(args.pool)]
+        t = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                                  timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            print(f"  Q={q:,}: stopped after {args.timeout:.0f} s (--timeout)", flush=True)
+            continue
+        if proc.returncode != 0:
+            print(f"  Q={q:,}: failed ({proc.returncode})\n{proc.stderr[-2000:]}")
+            continue
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        print(f"  Q={q:,}: {time.perf_counter() - t:.1f} s wall, peak {row['peak_mib']:.0f} "
+              f"MiB; load {os.getloadavg()[0]:.2f}", flush=True)
+    print("\n| queries | completed | success | RSS at first query MiB | peak RSS MiB | "
+          "peak / smallest | run s | engine s | records+summary s | results.csv MiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['queries']:,} | {r['completed']:,} | {r['success']:.3f} | "
+              f"{r['sim_mib']:.0f} | {r['peak_mib']:.0f} | "
+              f"{r['peak_mib'] / rows[0]['peak_mib']:.3f} | {r['total_s']:.1f} | "
+              f"{r['sim_s']:.1f} | {r['after_s']:.1f} | {r['csv_mib']:.1f} |")
     return 0
 
 
@@ -316,10 +410,24 @@ def main() -> int:
     r = sub.add_parser("rate", help="discoveries/s per core on 10^5 tools vs the simpy floor")
     r.add_argument("--tools", type=int, default=100_000)
     r.add_argument("--queries", type=int, default=10_000)
+    r.add_argument("--pool", type=int, default=2000, help="distinct intents the queries are "
+                   "drawn from (= --queries: none repeats, so no memo of the simulator helps)")
     r.add_argument("--baseline-tree", help="another checkout to run the same yardstick with "
                    "(e.g. `git worktree add /tmp/base <commit>`), for a speed-up ratio")
     r.add_argument("--child", help=argparse.SUPPRESS)
     r.set_defaults(func=rate)
+    m = sub.add_parser("memory", help="peak RSS vs the number of queries (records streamed)")
+    m.add_argument("--tools", type=int, default=100_000)
+    m.add_argument("--counts", type=int, nargs="+", default=[10_000, 100_000, 1_000_000],
+                   help="numbers of queries, one fresh process each")
+    m.add_argument("--queries", type=int, default=0, help=argparse.SUPPRESS)
+    m.add_argument("--agents", type=int, default=16)
+    m.add_argument("--pool", type=int, default=2000, help="distinct queries drawn from")
+    m.add_argument("--branching", type=int, default=10)
+    m.add_argument("--depth", type=int, default=0, help="0: log10(N) - 2, at least 1")
+    m.add_argument("--timeout", type=float, default=3600.0, help="seconds per count")
+    m.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
+    m.set_defaults(func=memory, catalog=None)
     args = p.parse_args()
     return args.func(args)
 

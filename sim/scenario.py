@@ -392,9 +392,13 @@ class RaySpec(Spec):
 
 class ShardSpec(Spec):
     """One simpy run sharded over Ray workers (see :mod:`sim.engines.shards`): resolvers split
-    across ``workers`` shards, each agent with its resolver, servers replicated per shard."""
+    across ``workers`` shards, each agent with its resolver (``shard_by: agent``: agents
+    split, each shard with its own copy of their resolvers), servers replicated per shard."""
 
     workers: int = Field(default=1, ge=1, description="shards (Ray actors); 1 = one process")
+    shard_by: Literal["resolver", "agent"] = Field(
+        default="resolver", description="resolver: resolvers split, agents follow (caches "
+        "exact); agent: agents split, resolver caches and SRTT per shard (approximate)")
     address: str | None = None  # a Ray cluster to join (default: a local instance)
 
 

@@ -10,14 +10,13 @@ from nodes.agent.stub import StubAgent
 from nodes.dns.zone import Ttls
 from nodes.registry.client import RegistryAgent, RegistryConfig, registry_kind
 from nodes.resolver.config import ResolverConfig
-from nodes.resolver.types import Discovery
 from sim.accounting import TcpModel
 from sim.build.faults import Nodes, build_fault_plan, registry_address
 from sim.build.hierarchy import Hierarchy, build_hierarchy, dot_setup
 from sim.build.namespace import namespace_encoder, start_zone
 from sim.build.network import Network, build_network
 from sim.build.registries import REGISTRY_HOST, build_registry, tls_sizes
-from sim.build.runplan import RunPlan
+from sim.build.runplan import Requests, RunPlan
 from sim.build.sessions import session_agents, session_applies
 from sim.build.trust import sign_hierarchy, trust_policy
 from sim.build.workload import Job
@@ -110,9 +109,7 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
         session_agents(sc, ns, plan, network)
     attach_faults(sc, scheme, plan)
     beam = dns.beam if dns is not None else 1
-    for job in jobs:
-        plan.requests[job.index] = Discovery(job.query.text, service=job.query.service,
-                                             k=scheme.k, start=start, beam=beam)
+    plan.requests = Requests(jobs, k=scheme.k, start=start, beam=beam)
     if dns is not None and dns.warm:
         plan.warm_services = tuple(sorted({j.query.service for j in jobs}))
     return plan, network

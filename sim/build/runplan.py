@@ -8,12 +8,13 @@ move bytes and fire timers; they never decide anything about DNS.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nodes.agent.session import DnsAgent
-from nodes.registry.client import RegistryAgent
+from nodes.agent.stub import StubResult
+from nodes.registry.client import RegistryAgent, RegistryResult
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Discovery
 from sim.accounting import TcpModel
@@ -29,6 +30,51 @@ if TYPE_CHECKING:  # both import this module
 AGENT_PORT = 40000
 
 
+class StubSink(Protocol):
+    """Told of each finished discovery as it ends (the runner's record writer,
+    :class:`sim.run.recorder.Recorder`): it may take the discovery (its record is made and
+    it leaves memory) or leave it in the engine's output (``output``: its
+    :class:`sim.engines.base.EngineOutput`, untyped here: the plan does not import the
+    engines) for the end of the run."""
+
+    @property
+    def waiting(self) -> Collection[tuple[str, int]]:
+        """(agent address, query ID) of the walks it waits for (``add_walks`` tells it)."""
+
+    def stub(self, job: Job, result: StubResult | RegistryResult, output: Any) -> bool:
+        """True: taken (not to be kept in ``output.stubs``)."""
+
+    def walked(self, key: tuple[str, int], output: Any) -> None:
+        """A walk under ``key`` (one it waits for) has arrived."""
+
+
+class Requests(Mapping[int, Discovery]):
+    """Job index -> the request its agent asks, for jobs whose index is their position in
+    ``jobs``: one :class:`Discovery` per distinct query text and service, made on first
+    use and shared by every job asking it (a run holds the jobs, not a request per job)."""
+
+    def __init__(self, jobs: Sequence[Job], k: int, start: str, beam: int | None) -> None:
+        self.jobs, self.k, self.start, self.beam = jobs, k, start, beam
+        self._made: dict[tuple[str, str], Discovery] = {}
+
+    def __getitem__(self, index: int) -> Discovery:
+        jobs = self.jobs
+        if not 0 <= index < len(jobs) or jobs[index].index != index:
+            raise KeyError(index)
+        q = jobs[index].query
+        made = self._made.get((q.text, q.service))
+        if made is None:
+            made = self._made[q.text, q.service] = Discovery(
+                q.text, service=q.service, k=self.k, start=self.start, beam=self.beam)
+        return made
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __iter__(self) -> Iterator[int]:
+        return (job.index for job in self.jobs)
+
+
 @dataclass
 class RunPlan:
     scenario_name: str
@@ -41,7 +87,7 @@ class RunPlan:
     role_of: dict[str, str]  # address -> placement role id
     path: PathModel
     jobs: list[Job]
-    requests: dict[int, Discovery]  # job index -> request
+    requests: Mapping[int, Discovery]  # job index -> request (:class:`Requests`)
     warm_services: tuple[str, ...] = ()
     closed_loop: bool = False
     server_time: float = 50e-6  # simulated processing per message received (seconds)
@@ -61,8 +107,9 @@ class RunPlan:
     registry_replicas: int = 1  # registry hosts behind one name (sim.build.faults: failover order)
     shard: int | None = None  # this plan is shard N of a run (own link-delay stream)
     churn: ChurnSchedule | None = None  # tools change at workload times
-    # called with the number of discoveries finished so far (progress bars; simpy and live)
-    on_stub: Callable[[int], None] | None = None
+    # told of each discovery as it finishes (the runner's record writer; engines hand it
+    # to their EngineOutput)
+    on_stub: StubSink | None = None
 
     def make_rng(self, salt: str) -> random.Random:
         return random.Random(f"{self.seed}-{self.scheme}-{salt}")

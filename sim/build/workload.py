@@ -22,9 +22,10 @@ from sim.scenario import Scenario
 from topologies.namespace import Namespace, Query
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Job:
-    """One query an agent will ask; ``at`` is the scheduled offset (None: closed loop)."""
+    """One query an agent will ask; ``at`` is the scheduled offset (None: closed loop).
+    Slotted: a run holds one per query (about 100 bytes instead of 300)."""
 
     index: int
     phase: int

@@ -66,10 +66,10 @@ def run(args: argparse.Namespace) -> int:
             if warning := check_output(scenario, args.out, args.capture):
                 warn(warning)
             scenario = with_shards(scenario, args)
-            from sim.engines.shards import start as start_shards
+            from sim.engines.shardpool import start as start_shards
             from sim.run.runner import run_scenario
 
-            start_shards(scenario)  # the workers build the run while this process builds
+            start_shards(scenario)  # the workers start while this process builds
             with query_progress() as tick:
                 result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
                                       progress=progress, capture=args.capture, check=False,

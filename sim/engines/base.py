@@ -1,4 +1,5 @@
-"""What every engine returns (:class:`EngineOutput`) and the engine call signature."""
+"""What every engine returns (:class:`EngineOutput`) and the engine call signature; finished
+discoveries go to the plan's sink (:class:`sim.build.runplan.StubSink`)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ from dataclasses import dataclass, field
 from nodes.agent.stub import StubResult
 from nodes.registry.client import RegistryResult
 from nodes.resolver.types import DiscoveryResult
-from sim.build.runplan import RunPlan
+from sim.build.runplan import RunPlan, StubSink
 from sim.build.workload import Job
 
 
 @dataclass
 class EngineOutput:
+    """What an engine observed. Finished discoveries go to the sink (``on_stub``) as they
+    end; those it does not take, and all of an output built without one (merged pieces),
+    stay in ``stubs``. Walks stay in ``walks`` until the record of their discovery is made."""
+
     stubs: list[tuple[Job, StubResult | RegistryResult]] = field(default_factory=list)
     walks: dict[tuple[str, int], list[DiscoveryResult]] = field(default_factory=dict)
     warmups: list[DiscoveryResult] = field(default_factory=list)
@@ -24,24 +29,41 @@ class EngineOutput:
     clock_offset: float = 0.0  # live: wall-clock time minus node time (capture alignment)
     warm_time: float = 0.0
     end_time: float = 0.0
-    on_stub: Callable[[int], None] | None = None  # told how many stubs are done, as they end
+    on_stub: StubSink | None = None  # the plan's sink (RunPlan.on_stub), if any
+    streamed: int = 0  # discoveries the sink took (their records are made)
 
     def add_stub(self, job: Job, stub: StubResult | RegistryResult) -> None:
-        self.stubs.append((job, stub))
-        if self.on_stub is not None:
-            self.on_stub(len(self.stubs))
+        """A discovery finished: to the sink, or kept (walks of a DNS discovery should be
+        added before it, as engines see them: the resolver answers after its walk)."""
+        sink = self.on_stub
+        if sink is not None and sink.stub(job, stub, self):
+            self.streamed += 1
+        else:
+            self.stubs.append((job, stub))
+
+    def completed(self) -> int:
+        """Discoveries finished: taken by the sink or kept."""
+        return self.streamed + len(self.stubs)
 
     def count(self, address: str, key: str, value: float = 1) -> None:
         node = self.load.setdefault(address, {})
         node[key] = node.get(key, 0) + value
 
     def add_walks(self, results: list[DiscoveryResult]) -> None:
+        if not results:
+            return
+        sink = self.on_stub
+        waiting = sink.waiting if sink is not None else None
         for r in results:
             if r.client is None:
                 self.warmups.append(r)
             else:
                 (ip, _port), qid = r.client
-                self.walks.setdefault((ip, qid), []).append(r)
+                key = (ip, qid)
+                self.walks.setdefault(key, []).append(r)
+                if waiting and key in waiting:
+                    assert sink is not None
+                    sink.walked(key, self)
 
 
 Engine = Callable[[RunPlan], EngineOutput]

@@ -1,39 +1,63 @@
 """One simpy run sharded over Ray workers (``engine_options.shards``, ``tooldns run --shards``).
 
-The scenario's resolvers are split across ``workers`` shards (resolver ``r`` goes to shard
-``r % workers``) and every agent goes with its resolver, so resolver caches see exactly
-the queries they see in one process; jobs follow their agent. Authoritative servers (and
-the registry of a registry scheme) are replicated in every shard. Each shard is a Ray
-actor (:func:`_actor_class`, ``num_cpus=1``) that builds namespace, jobs and servers
-itself from the scenario (everything is deterministic from scenario and seed; only the
-scenario travels, as a dict), then, per scheme, builds the same plan as the driver
-(:func:`sim.build.plan.make_plan`, with the driver's calibrated processing times), keeps its
-shard's resolvers, agents and jobs (:func:`restrict`), and runs :func:`run_simpy` with its
-own link-delay stream (``RunPlan.shard``). Its output comes back as compact pickled bytes
-(:func:`pack`); the driver loads each piece as it arrives, merges them
-(:func:`merge_shards`) into one :class:`EngineOutput` and adds the servers' counters up,
-so records, ``nodes.csv`` and the summary come out of the runner unchanged. Actors and
-their built run are kept for the next scheme and run of the same scenario; ``tooldns run``
-starts them (:func:`start`) before the driver builds its own copy, so the builds overlap.
+Partition (``engine_options.shards.shard_by``):
+
+* ``resolver`` (default) — resolver ``r`` goes to shard ``r % workers`` and every agent
+  with its resolver, so resolver caches see exactly the queries they see in one process;
+  needs ``workers <= network.resolvers``.
+* ``agent`` — agent ``i`` goes to shard ``i % workers`` and each shard has its own copy of
+  the resolvers its agents use: **the approximation** is that each copy has its own caches
+  (answers, referrals, negative), SRTT estimates and warming, so cache hits, and what
+  follows from them, differ from one process (a resolver shared by agents of ``n``
+  shards also warms ``n`` times); with resolver caches off the walks are those of one
+  process. Works with one resolver; needs ``workers <= network.agents``. Measured on one
+  resolver, 64 agents, 2 shards, caches on (``bench_shards.py``, ``agent``): cache hits
+  17,120 → 14,281, median latency +23 %, the same tools returned for every query.
+
+Jobs follow their agent. Authoritative servers (and the registry of a registry scheme) are
+replicated in every shard.
+
+Shipping. The driver builds namespace, jobs and servers once (it needs them for the
+records anyway); :func:`shared_build` pickles them with the scenario, once per scenario,
+and the bytes go once into Ray's object store (``ray.put``); every actor
+(:mod:`sim.engines.shardpool`) loads them from there (on another machine, Ray copies the
+object once per node) and keeps them for the next scheme and run of the same scenario. So
+workers need neither the input files nor a rebuild, and build only their shard's plan per
+scheme (:func:`sim.build.plan.make_plan` over the shipped servers, then :func:`restrict`).
+The servers are built lazily per zone (score indexes on first query), so each shard builds
+only the leaf indexes its own queries reach. Dense servers are not shared between schemes
+(:attr:`Hierarchy.shareable`), so with ``namespace.scorer: dense`` each worker builds them
+per scheme, as the driver does. At 20,000 tools rebuilding namespace, jobs and servers
+took 0.40 s per worker; pickling them once in the driver 0.28 s (10 MB) and loading them
+0.21 s per worker (``benchmarks/bench_shards.py``, ``ship``): cheaper per worker, and
+dearer only in the driver's serial part.
+
+Each shard runs :func:`run_simpy` with its own link-delay stream (``RunPlan.shard``); its
+output comes back as compact pickled bytes (:func:`pack`). The merge streams
+(:class:`ShardMerge`): the driver waits for whichever shard finishes (``ray.wait``), loads
+its bytes at once, and feeds it into one :class:`EngineOutput` through the output's own
+methods (``add_walks``, ``add_stub``, ``count``) as soon as every lower-numbered shard has
+been fed, so the output's order is shard order whatever the arrival order; each piece is
+released once fed. Servers' counters are added into the driver's plan, so records,
+``nodes.csv`` and the summary come out of the runner unchanged.
 
 Exact per query as long as link delays do not change the walk (they do with loss or
 timeouts; with replicas, the SRTT choice among them; with several agents on a resolver,
-the order their queries meet its cache in): the walk, i.e. round trips, exchanges,
-servers contacted, bytes and packets, resolver cache hits, tools examined and returned
-tools; per node: resolvers' and agents' counters, servers' summed rx/tx and query
-counters. Approximated: link-delay draws (another random stream
-per shard: the same distribution, not the same packet by packet), server queueing (a
-shard's servers see only its queries), server packet-cache hits (per shard), warming
-(each shard starts its workload when its own resolvers are warm) and whatever follows
-from these (latency; with loss or timeouts, retries and the walks they change).
+the order their queries meet its cache in) and, with ``shard_by: agent``, resolver caches
+are off: the walk, i.e. round trips, exchanges, servers contacted, bytes and packets,
+resolver cache hits, tools examined and returned tools; per node: resolvers' and agents'
+counters, servers' summed rx/tx and query counters. Approximated: link-delay draws
+(another random stream per shard: the same distribution, not the same packet by packet),
+server queueing (a shard's servers see only its queries), server packet-cache hits (per
+shard), warming (each shard starts its workload when its own resolvers are warm) and
+whatever follows from these (latency; with loss or timeouts, retries and the walks they
+change).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
-import json
 import pickle
 import time
 from collections import Counter
@@ -41,14 +65,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodes.registry.base import Routes
+from sim.build.hierarchy import Hierarchy
 from sim.build.registries import RegistrySetup
 from sim.build.runplan import RunPlan
+from sim.build.workload import Job
 from sim.engines.base import EngineOutput
 from sim.engines.catalog import engine_info, engines_with
-from sim.engines.nodehost import HostOutput, merge_outputs
 from sim.errors import ScenarioError
 from sim.scenario import Scenario
 from topologies.gcpause import gc_paused
+from topologies.namespace import Namespace
 
 #: Processing times the driver sets on its plan (calibrated or fixed); shards use the same.
 TIMES = ("server_time", "server_semantic_time", "resolver_time", "resolver_stub_time",
@@ -69,31 +95,57 @@ class ShardOutput:
     fault_first_rx: dict[tuple[int, str], float] = field(default_factory=dict)
     cpu_s: float = 0.0  # the shard's CPU and wall time in run_simpy (not in any result file)
     wall_s: float = 0.0
+    node: str = ""  # the Ray node it ran on ("" in the driver's process)
+
+
+@dataclass
+class SharedBuild:
+    """What every shard needs of the driver's build: shipped once per scenario."""
+
+    scenario: dict  # the scenario as JSON data
+    ns: Namespace
+    jobs: list[Job]
+    hierarchy: Hierarchy | None  # the schemes' shared servers; None: built per scheme (dense)
+
+
+def shared_build(sc: Scenario, plan: RunPlan) -> SharedBuild:
+    """The driver's scenario, namespace, jobs and (shareable) servers, as built for ``plan``
+    (its servers just reset by :func:`sim.build.plan.make_plan`, none run yet)."""
+    hierarchy = plan.hierarchy
+    return SharedBuild(sc.model_dump(mode="json"), hierarchy.namespace, plan.jobs,
+                       hierarchy if hierarchy.shareable else None)
 
 
 # ------------------------------------------------------------------------ partition
 
 
-def agent_shards(plan: RunPlan, workers: int) -> list[int]:
-    """The shard of every agent (by index): its resolver's shard. Registry agents have no
-    resolver; they follow the network's rule (agent ``i`` uses resolver ``i % R``)."""
-    shard_of = {ip: i % workers for i, ip in enumerate(plan.resolvers)}
-    out = []
-    for i, ip in enumerate(plan.agent_order):
-        resolver = getattr(plan.agents[ip], "resolver", None)
-        if isinstance(resolver, tuple) and resolver[0] in shard_of:
-            out.append(shard_of[resolver[0]])
-        else:
-            out.append(i % len(plan.resolvers) % workers)
-    return out
+def resolver_index(plan: RunPlan, i: int) -> int:
+    """The index of agent ``i``'s resolver. Registry agents have none; they follow the
+    network's rule (agent ``i`` uses resolver ``i % R``)."""
+    resolver = getattr(plan.agents[plan.agent_order[i]], "resolver", None)
+    order = list(plan.resolvers)
+    if isinstance(resolver, tuple) and resolver[0] in plan.resolvers:
+        return order.index(resolver[0])
+    return i % len(order)
 
 
-def restrict(plan: RunPlan, shard: int, workers: int) -> RunPlan:
+def agent_shards(plan: RunPlan, workers: int, by: str = "resolver") -> list[int]:
+    """The shard of every agent (by index): its resolver's shard, or (``by="agent"``)
+    ``i % workers``."""
+    if by == "agent":
+        return [i % workers for i in range(len(plan.agent_order))]
+    return [resolver_index(plan, i) % workers for i in range(len(plan.agent_order))]
+
+
+def restrict(plan: RunPlan, shard: int, workers: int, by: str = "resolver") -> RunPlan:
     """Keep ``shard``'s resolvers, agents and jobs in ``plan`` (in place); servers stay."""
-    mine = agent_shards(plan, workers)
-    agents = {ip for ip, s in zip(plan.agent_order, mine, strict=True) if s == shard}
-    plan.resolvers = {ip: r for i, (ip, r) in enumerate(plan.resolvers.items())
-                      if i % workers == shard}
+    mine = [i for i, s in enumerate(agent_shards(plan, workers, by)) if s == shard]
+    agents = {plan.agent_order[i] for i in mine}
+    if by == "agent":  # the resolvers these agents use (a copy of each per shard)
+        used = {resolver_index(plan, i) for i in mine}
+    else:
+        used = set(range(shard, len(plan.resolvers), workers))
+    plan.resolvers = {ip: r for i, (ip, r) in enumerate(plan.resolvers.items()) if i in used}
     plan.agents = {ip: a for ip, a in plan.agents.items() if ip in agents}
     plan.jobs = [j for j in plan.jobs if plan.agent_order[j.agent] in agents]
     plan.requests = {j.index: plan.requests[j.index] for j in plan.jobs}
@@ -102,54 +154,47 @@ def restrict(plan: RunPlan, shard: int, workers: int) -> RunPlan:
 
 
 def check_shardable(sc: Scenario, engine: str, resolvers: int) -> None:
-    """ScenarioError unless this run can be sharded (simpy; a resolver per shard)."""
-    workers = sc.engine_options.shards.workers
+    """ScenarioError unless this run can be sharded (simpy; a resolver, or with
+    ``shard_by: agent`` an agent, per shard)."""
+    spec = sc.engine_options.shards
+    workers = spec.workers
     if not engine_info(engine).shards:
         able = " or ".join(engines_with("shards"))
         raise ScenarioError(f"engine_options.shards.workers: {workers} shards run the {able} "
                             f"engine only, not {engine!r} (use engine {able} or workers: 1)")
-    if workers > resolvers:
+    if spec.shard_by == "agent" and workers > sc.network.agents:
+        raise ScenarioError(f"engine_options.shards.workers: {workers} shards need at least "
+                            f"as many agents (network.agents is {sc.network.agents}) with "
+                            f"engine_options.shards.shard_by: agent")
+    if spec.shard_by == "resolver" and workers > resolvers:
         raise ScenarioError(f"engine_options.shards.workers: {workers} shards need at least "
                             f"as many resolvers (network.resolvers is {resolvers}): shards "
-                            f"split the resolvers and every agent follows its resolver")
-
-
-def fingerprint(jobs: list, ns: Any) -> str:
-    """What driver and shards must agree on: the jobs and the namespace (zones, tools)."""
-    h = hashlib.sha256()
-    for job in jobs:
-        h.update(f"{job.index},{job.agent},{job.query.id},{job.at};".encode())
-    h.update(",".join(ns.zones).encode())
-    h.update(",".join(ns.tools).encode())
-    return h.hexdigest()
+                            f"split the resolvers and every agent follows its resolver "
+                            f"(engine_options.shards.shard_by: agent splits the agents, "
+                            f"with per-shard resolver caches)")
 
 
 # ------------------------------------------------------------------------ a shard
 
 
 class ShardState:
-    """A shard's copy of the run: namespace, jobs and servers, built once per scenario."""
+    """A shard's copy of the run: the driver's namespace, jobs and servers, kept for every
+    scheme of the scenario."""
 
-    def __init__(self, scenario: dict) -> None:
-        from sim.build.namespace import build_namespace
-        from sim.build.plan import scenario_hierarchy
-        from sim.build.workload import build_jobs
-
-        self.sc = Scenario.model_validate(scenario)
-        self.ns = build_namespace(self.sc)
-        self.jobs = build_jobs(self.sc, self.ns, self.sc.network.agents)
-        # shared by the schemes when possible (dense servers are built per scheme)
-        self.shared = None if self.sc.namespace.scorer == "dense" else scenario_hierarchy(
-            self.sc, self.ns)
+    def __init__(self, shared: SharedBuild) -> None:
+        self.sc = Scenario.model_validate(shared.scenario)
+        self.ns = shared.ns
+        self.jobs = shared.jobs
+        self.hierarchy = shared.hierarchy
 
     def plan(self, scheme: str, times: dict[str, float | None], dns_port: int) -> RunPlan:
         """The driver's plan of ``scheme``, whole (as :func:`sim.build.plan.make_plan`
-        builds it)."""
+        builds it, over the shipped servers)."""
         from sim.build.plan import make_plan
 
         spec = next(s for s in self.sc.schemes if s.name == scheme)
         plan, _ = make_plan(self.sc, spec, self.ns, self.jobs, dns_port=dns_port,
-                            hierarchy=self.shared)
+                            hierarchy=self.hierarchy)
         for name, value in times.items():
             setattr(plan, name, value)
         return plan
@@ -158,7 +203,8 @@ class ShardState:
             dns_port: int = 53) -> ShardOutput:
         from sim.engines.simpy import run_simpy
 
-        plan = restrict(self.plan(scheme, times, dns_port), shard, workers)
+        by = self.sc.engine_options.shards.shard_by
+        plan = restrict(self.plan(scheme, times, dns_port), shard, workers, by)
         servers = plan.hierarchy.servers
         before = {ip: Counter(s.stats.counts) for ip, s in servers.items()}
         reg = plan.registry
@@ -210,7 +256,6 @@ class _Pickler(pickle.Pickler):
         from nodes.agent.stub import StubResult
         from nodes.registry.client import HttpStep, RegistryResult
         from nodes.resolver.types import Discovery, DiscoveryResult, Endpoint, Step
-        from sim.build.workload import Job
         from topologies.namespace import Query
 
         self.fields: dict[type, tuple[str, ...]] = {}
@@ -227,15 +272,15 @@ class _Pickler(pickle.Pickler):
         return type(obj), tuple(getattr(obj, n) for n in names)
 
 
-def pack(result: ShardOutput) -> bytes:
-    """A shard's output as bytes for the driver (:func:`unpack` reads them)."""
+def pack(obj: ShardOutput | SharedBuild) -> bytes:
+    """A shard's output (or the driver's shared build) as bytes (:func:`unpack` reads them)."""
     buf = io.BytesIO()
     with gc_paused():
-        _Pickler(buf).dump(result)
+        _Pickler(buf).dump(obj)
     return buf.getvalue()
 
 
-def unpack(data: bytes) -> ShardOutput:
+def unpack(data: bytes) -> Any:
     with gc_paused():  # many new objects, no cycles: a collection would only walk the heap
         return pickle.loads(data)
 
@@ -243,158 +288,76 @@ def unpack(data: bytes) -> ShardOutput:
 # ------------------------------------------------------------------------ merging
 
 
-def merge_shards(plan: RunPlan, pieces: list[ShardOutput]) -> EngineOutput:
-    """One output from the shards' pieces (stubs, walks, load summed per address, lost
-    summed, schedule errors concatenated, warm/end time the latest); the servers',
+class ShardMerge:
+    """One :class:`EngineOutput` fed from the shards' pieces as they arrive.
+
+    A piece is fed once every lower-numbered shard has been (so the output's lists are in
+    shard order, whatever the arrival order) and then dropped: walks first (a stub's
+    walks are in its own shard), then stubs, load counters, schedule errors; servers',
     registry's and fault plan's counters are added into the driver's ``plan``."""
-    pieces = sorted(pieces, key=lambda p: p.shard)
-    out = merge_outputs(plan, [HostOutput(p.output) for p in pieces])
-    servers = plan.hierarchy.servers
-    for piece in pieces:
+
+    def __init__(self, plan: RunPlan, workers: int) -> None:
+        self.plan, self.workers = plan, workers
+        self.out = EngineOutput(on_stub=plan.on_stub)
+        self.waiting: dict[int, ShardOutput] = {}
+        self.fed = 0  # shards 0 .. fed-1 are in the output
+        self.fault_origins: list[float] = []
+        self.nodes: dict[int, str] = {}  # shard -> Ray node it ran on
+
+    def add(self, piece: ShardOutput) -> None:
+        if not 0 <= piece.shard < self.workers or piece.shard in self.waiting \
+                or piece.shard < self.fed:
+            raise RuntimeError(f"shards: unexpected piece of shard {piece.shard}")
+        self.waiting[piece.shard] = piece
+        with gc_paused():
+            while self.fed in self.waiting:
+                self._feed(self.waiting.pop(self.fed))
+                self.fed += 1
+
+    def _feed(self, piece: ShardOutput) -> None:
+        out, p = self.out, piece.output
+        self.nodes[piece.shard] = piece.node
+        out.add_walks(p.warmups)
+        for walks in p.walks.values():
+            out.add_walks(walks)
+        for job, stub in p.stubs:
+            out.add_stub(job, stub)
+        for ip, counters in p.load.items():
+            for k, v in counters.items():
+                out.count(ip, k, v)
+        out.schedule_error.extend(p.schedule_error)
+        out.lost += p.lost
+        out.warm_time = max(out.warm_time, p.warm_time)
+        out.end_time = max(out.end_time, p.end_time)
+        plan = self.plan
+        servers = plan.hierarchy.servers
         for ip, delta in piece.server_stats.items():
             servers[ip].stats.counts.update(delta)
         if piece.registry_stats is not None and plan.registry is not None:
             host, app = _registry_counters(plan.registry)
             host.update(piece.registry_stats[0])
             app.update(piece.registry_stats[1])
-    faults = plan.faults
-    if faults is not None:
-        origins = [p.fault_origin for p in pieces if p.fault_origin is not None]
-        if origins:
-            faults.origin = max(origins)
-        for piece in pieces:
+        faults = plan.faults
+        if faults is not None:
+            if piece.fault_origin is not None:
+                self.fault_origins.append(piece.fault_origin)
             faults.drops.update(piece.fault_drops)
+            first = faults.first_rx
             for key, t in piece.fault_first_rx.items():
-                first = faults.first_rx
                 first[key] = min(t, first.get(key, t))
-    return out
+
+    def result(self) -> EngineOutput:
+        """The merged output, once every shard's piece is in."""
+        if self.fed != self.workers:
+            raise RuntimeError(f"shards: {self.fed} of {self.workers} pieces merged")
+        if self.plan.faults is not None and self.fault_origins:
+            self.plan.faults.origin = max(self.fault_origins)
+        return self.out
 
 
-def run_local(sc: Scenario, plan: RunPlan) -> EngineOutput:
-    """The sharded run in this process, one shard after another (no Ray): the same records
-    as :func:`run_sharded` (for tests and to measure what sharding changes)."""
-    workers = sc.engine_options.shards.workers
-    check_shardable(sc, "simpy", len(plan.resolvers))
-    state = ShardState(sc.model_dump(mode="json"))
-    times = {name: getattr(plan, name) for name in TIMES}
-    return merge_shards(plan, [state.run(plan.scheme, i, workers, times, plan.dns_port)
-                               for i in range(workers)])
-
-
-# ------------------------------------------------------------------------ Ray
-
-
-_CLASS: Any = None
-_POOL: dict[str, tuple[float, list[Any]]] = {}  # Ray session -> (CPUs per actor, actors)
-
-
-def _actor_class(ray: Any) -> Any:
-    global _CLASS
-    if _CLASS is None:
-        @ray.remote
-        class ShardWorker:
-            """Holds one scenario's :class:`ShardState` (kept for the next scheme or run)."""
-
-            def __init__(self) -> None:
-                self.key = ""
-                self.state: ShardState | None = None
-
-            def prepare(self, scenario: dict, key: str) -> str:
-                if key != self.key or self.state is None:
-                    self.state, self.key = None, ""  # free the last scenario first
-                    self.state, self.key = ShardState(scenario), key
-                return fingerprint(self.state.jobs, self.state.ns)
-
-            def run(self, scheme: str, shard: int, workers: int,
-                    times: dict[str, float | None], dns_port: int) -> bytes:
-                assert self.state is not None
-                return pack(self.state.run(scheme, shard, workers, times, dns_port))
-
-        _CLASS = ShardWorker
-    return _CLASS
-
-
-def shard_actors(ray: Any, workers: int) -> list[Any]:
-    """``workers`` actors spread over the cluster's machines, one CPU each (a share of the
-    CPUs when the cluster has fewer than ``workers``), reused within a Ray session."""
-    ctx = ray.get_runtime_context()
-    session = f"{ctx.get_node_id()}/{ctx.get_job_id()}"
-    cpus = min(1.0, float(ray.cluster_resources().get("CPU", 1.0)) / workers)
-    have_cpus, pool = _POOL.get(session, (cpus, []))
-    if have_cpus != cpus:  # other sizes hold the CPUs these need: start afresh
-        for actor in pool:
-            ray.kill(actor)
-        pool = []
-    cls = _actor_class(ray)
-    while len(pool) < workers:
-        pool.append(cls.options(num_cpus=cpus, scheduling_strategy="SPREAD").remote())
-    _POOL[session] = (cpus, pool)
-    return pool[:workers]
-
-
-def _keyed(sc: Scenario) -> tuple[dict, str]:
-    data = sc.model_dump(mode="json")
-    return data, hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
-def start(sc: Scenario) -> None:
-    """Start Ray, the shard actors and their build of the run now, without waiting: called
-    before the driver builds its own copy (``tooldns run``), the builds overlap."""
-    from sim.engines.ray import ensure_ray
-
-    spec = sc.engine_options.shards
-    if spec.workers > 1:
-        ray = ensure_ray(spec.address)
-        data, key = _keyed(sc)
-        for actor in shard_actors(ray, spec.workers):
-            actor.prepare.remote(data, key)
-
-
-def prepare(sc: Scenario, plan: RunPlan) -> list[Any]:
-    """Start (or reuse) the shard actors and have each build the run from the scenario;
-    check they built the same jobs, nodes and servers as the driver's ``plan``."""
-    from sim.engines.ray import ensure_ray
-
-    spec = sc.engine_options.shards
-    ray = ensure_ray(spec.address)
-    actors = shard_actors(ray, spec.workers)
-    data, key = _keyed(sc)
-    try:
-        prints = ray.get([a.prepare.remote(data, key) for a in actors])
-    except BaseException:
-        _drop(ray)
-        raise
-    if any(p != fingerprint(plan.jobs, plan.hierarchy.namespace) for p in prints):
-        raise RuntimeError("shards: a worker built other jobs or servers than the driver "
-                           "(same project version and input files on every machine?)")
-    return actors
-
-
-def run_sharded(sc: Scenario, engine: str, plan: RunPlan) -> EngineOutput:
-    """Run ``plan`` (the driver's whole plan of one scheme) as ``shards.workers`` shards on
-    Ray actors; the merged output, with server counters added into ``plan``."""
-    check_shardable(sc, engine, len(plan.resolvers))
-    actors = prepare(sc, plan)
-    import ray
-
-    workers = len(actors)
-    times = {name: getattr(plan, name) for name in TIMES}
-    pending = [a.run.remote(plan.scheme, i, workers, times, plan.dns_port)
-               for i, a in enumerate(actors)]
-    pieces = []
-    try:
-        while pending:  # load each piece as it comes, while the other shards still run
-            done, pending = ray.wait(pending, num_returns=1)
-            pieces.append(unpack(ray.get(done[0])))
-    except BaseException:  # an actor in an unknown state is not reused
-        _drop(ray)
-        raise
-    with gc_paused():
-        return merge_shards(plan, pieces)
-
-
-def _drop(ray: Any) -> None:
-    ctx = ray.get_runtime_context()
-    _, pool = _POOL.pop(f"{ctx.get_node_id()}/{ctx.get_job_id()}", (0.0, []))
-    for actor in pool:
-        ray.kill(actor)
+def merge_shards(plan: RunPlan, pieces: list[ShardOutput]) -> EngineOutput:
+    """One output from all the shards' pieces (in any order): :class:`ShardMerge`."""
+    merge = ShardMerge(plan, len(pieces))
+    for piece in pieces:
+        merge.add(piece)
+    return merge.result()

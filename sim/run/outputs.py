@@ -1,6 +1,7 @@
 """A run's output folder: the complete run's files (staged, moved into place together,
 ``summary.json`` last), or on an interrupted or failed run the finished schemes'
-(``partial.json``), and :class:`RunInterrupted` saying what was kept."""
+(``partial.json``), and :class:`RunInterrupted` saying what was kept. The records come as
+a frame or straight from the run's :class:`sim.run.spool.RecordSpool`, block by block."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.files import OutputError, Staging
+from analysis.files import OutputError, Staging, finish_file
 from sim.errors import ScenarioError
 from sim.loading import resolved_yaml
+from sim.run.spool import RecordSpool
 from sim.run.summary import summarise
 from sim.scenario import Scenario
 from topologies.namespace import Namespace
@@ -42,12 +44,29 @@ SUMMARY, PARTIAL = "summary.json", "partial.json"
 #: older run): removed when partial results are kept
 PLOTS = ("latency_cdf.png", "bytes_per_query.png", "cache_hits_over_time.png",
          "success_over_time.png")
+#: the record columns the standard figures read (analysis.plots.run, analysis.titles)
+PLOT_COLUMNS = ["scenario", "engine", "seed", "scheme", "phase", "success", "latency_ms",
+                "bytes_up", "bytes_down", "sent_s", "cache_hits", "round_trips"]
 
 
-def _stage_tables(st: Staging, sc: Scenario, df: pd.DataFrame, load: pd.DataFrame) -> None:
+def _stage_tables(st: Staging, sc: Scenario, records: pd.DataFrame | RecordSpool,
+                  load: pd.DataFrame) -> None:
     """The tables every run folder has, and the resolved scenario."""
-    st.write("results.parquet", lambda p: df.to_parquet(p, index=False))
-    st.write("results.csv", lambda p: df.to_csv(p, index=False))
+    if isinstance(records, RecordSpool):  # one pass over the chunks writes both
+        csv, parquet = st.dir / "results.csv", st.dir / "results.parquet"
+        try:
+            records.write(csv, parquet)
+        except OSError as exc:
+            raise OutputError.from_os(exc, exc.filename or parquet) from exc
+        for path in (parquet, csv):  # on disk before the commit (as atomic_write does)
+            try:
+                finish_file(path)
+            except OSError as exc:
+                raise OutputError.from_os(exc, path) from exc
+    else:
+        df = records
+        st.write("results.parquet", lambda p: df.to_parquet(p, index=False))
+        st.write("results.csv", lambda p: df.to_csv(p, index=False))
     st.write("nodes.csv", lambda p: load.to_csv(p, index=False))
     st.write("scenario.yaml", lambda p: Path(p).write_text(resolved_yaml(sc), encoding="utf-8"))
 
@@ -66,8 +85,8 @@ def _json(data: dict) -> Callable[[str], None]:
     return write
 
 
-def write_outputs(out: Path, sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
-                  summary: dict, plots: bool = False,
+def write_outputs(out: Path, sc: Scenario, records: pd.DataFrame | RecordSpool,
+                  load: pd.DataFrame, summary: dict, plots: bool = False,
                   committed: list[str] | None = None,
                   tables: dict[str, pd.DataFrame] | None = None) -> list[str]:
     """Write a complete run: every file (and, with ``plots``, the figures) is staged in a
@@ -77,7 +96,7 @@ def write_outputs(out: Path, sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
     names written (also appended to ``committed`` as they are moved into place).
     ``tables``: more CSV files by name (``churn.csv``), staged with the rest."""
     with Staging(out, committed) as st:
-        _stage_tables(st, sc, df, load)
+        _stage_tables(st, sc, records, load)
         for name, table in (tables or {}).items():
             st.write(name, _csv(table))
         st.write(SUMMARY, _json(summary))
@@ -85,7 +104,8 @@ def write_outputs(out: Path, sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
             try:
                 from analysis.plots.run import standard_plots
 
-                standard_plots(df, st.dir)
+                standard_plots(records.frame(columns=PLOT_COLUMNS)
+                               if isinstance(records, RecordSpool) else records, st.dir)
                 if "faults" in summary:
                     from analysis.plots.faults import success_over_time
 
@@ -95,15 +115,14 @@ def write_outputs(out: Path, sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
         return st.commit(last=[SUMMARY], remove=[PARTIAL])
 
 
-def write_partial(out: Path, sc: Scenario, engine: str, ns: Namespace, records: list[dict],
+def write_partial(out: Path, sc: Scenario, engine: str, ns: Namespace, records: RecordSpool,
                   load: list[dict], replay: dict, finished: list[str], reason: str
                   ) -> list[str]:
     """Keep the schemes that finished: their records and node load, the scenario and
     ``partial.json`` (the finished schemes' summary plus which schemes are missing and
     why), written together like :func:`write_outputs`. ``summary.json`` and plots of an
     earlier run in ``out`` are removed, so the folder never claims a complete run."""
-    df = pd.DataFrame(records)
-    df = df[df["scheme"].isin(finished)].reset_index(drop=True) if len(df) else df
+    df = records.frame(finished)
     load_df = pd.DataFrame(load)
     if len(load_df):
         load_df = load_df[load_df["scheme"].isin(finished)].reset_index(drop=True)
@@ -127,7 +146,7 @@ def _without_probes(sc: Scenario, df: pd.DataFrame) -> pd.DataFrame:
 
 
 def keep_finished(exc: BaseException, write: bool, out: Path, sc: Scenario, engine: str,
-                   ns: Namespace, records: list[dict], load: list[dict], replay: dict,
+                   ns: Namespace, records: RecordSpool, load: list[dict], replay: dict,
                    finished: list[str], written: list[str]) -> None:
     """A run stopped: on Ctrl-C (raises :class:`RunInterrupted`) or an unexpected error
     (adds a note to it), write the schemes that finished. Scenario and output errors, and

@@ -19,9 +19,7 @@ from nodes.registry.client import HttpStep, RegistryResult
 from nodes.resolver.types import DiscoveryResult
 from sim.accounting import (
     DotModel,
-    TcpModel,
     WireCost,
-    dot_acks,
     http_cost,
     keepalive_acks,
     steps_cost,
@@ -236,6 +234,22 @@ def stub_walks(output: EngineOutput, agent_ip: str, stub: StubResult) -> list[Di
             if stub.sent <= w.started <= end]
 
 
+def take_walks(output: EngineOutput, agent_ip: str, stub: StubResult) -> list[DiscoveryResult]:
+    """:func:`stub_walks`, and those walks leave ``output`` with any older ones under the
+    same IDs (no later discovery can claim a walk that started before it was sent)."""
+    walks = stub_walks(output, agent_ip, stub)
+    end = stub.finished if stub.finished else float("inf")
+    table = output.walks
+    for qid in stub.ids:
+        key = (agent_ip, qid)
+        kept = [w for w in table.get(key, ()) if w.started > end]
+        if kept:
+            table[key] = kept
+        else:
+            table.pop(key, None)
+    return walks
+
+
 def load_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
                  output: EngineOutput, network: Network) -> list[dict]:
     """One row per node that sent or received: packets, bytes, and what it answered."""
@@ -262,57 +276,3 @@ def load_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
                                                      "packet_cache_hit")})
         rows.append(row)
     return rows
-
-
-def _registry_rows(sc: Scenario, engine: str, scheme: RegistryScheme, plan: RunPlan,
-                   output: EngineOutput, lookups: Lookups) -> list[dict]:
-    done: dict[int, RegistryResult] = {}
-    for job, res in output.stubs:
-        assert isinstance(res, RegistryResult)  # a registry scheme's
-        done[job.index] = res
-    acks = connection_acks(plan, output) if scheme.keepalive and not scheme.tls else {}
-    rows = []
-    for job in plan.jobs:
-        rows.append(registry_record(sc, engine, scheme, job, done.get(job.index),
-                                    lookups.registry_ids, lookups.per_service, plan, acks))
-        if sc.agents.session is not None:
-            rows[-1].update(session_columns(None, job))
-    return rows
-
-
-def _dns_rows(sc: Scenario, engine: str, scheme: DnsScheme, plan: RunPlan,
-              output: EngineOutput, lookups: Lookups) -> list[dict]:
-    done: dict[int, tuple[Job, StubResult]] = {}
-    for job, res in output.stubs:
-        assert isinstance(res, StubResult)  # a DNS scheme's
-        done[job.index] = (job, res)
-    dot = None
-    if plan.dot is not None:  # DNS over TLS: the ACKs depend on each connection
-        walked = [*output.warmups, *(w for ws in output.walks.values() for w in ws)]
-        dot = DotModel(plan.dot.sizes, TcpModel(sc.network.mtu),
-                       *dot_acks(s for w in walked for s in w.steps))
-    rows = []
-    for job in plan.jobs:
-        job_, stub = done.get(job.index, (job, None))
-        if stub is None:
-            stub = StubResult(tag=job, request=plan.requests[job.index], sent=0.0,
-                              rcode="", error="not completed")
-        agent_ip = plan.agent_order[job.agent]
-        walks = stub_walks(output, agent_ip, stub)
-        rows.append(query_record(sc, engine, scheme, job_, stub, walks, lookups.target_ids,
-                                 plan.hierarchy.zone_of, lookups.candidates, dot))
-        if sc.agents.session is not None:  # the session layer's columns
-            rows[-1].update(session_columns(plan.agents[agent_ip], job))
-    return rows
-
-
-def scheme_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
-                   output: EngineOutput, network: Network, lookups: Lookups
-                   ) -> tuple[list[dict], list[dict]]:
-    """One scheme's per-query rows (every job of the plan, finished or not) and per-node
-    load rows."""
-    if isinstance(scheme, RegistryScheme):
-        rows = _registry_rows(sc, engine, scheme, plan, output, lookups)
-    else:
-        rows = _dns_rows(sc, engine, scheme, plan, output, lookups)
-    return rows, load_records(sc, engine, scheme, plan, output, network)

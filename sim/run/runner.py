@@ -1,14 +1,24 @@
 """Run a scenario: build the namespace and the jobs once, then run each scheme's plan on
 an engine (:func:`run_scheme`) and turn what happened into records, a summary and the
-output folder."""
+output folder.
+
+Records are made as discoveries finish (:class:`sim.run.recorder.Recorder`, the plan's
+``on_stub``) and spooled to disk (:class:`sim.run.spool.RecordSpool`, a hidden folder in
+the output folder, or a temporary one without ``write``); the summary is counted as they
+come (:class:`sim.run.summary.Tally`). Only what needs every record at once (churn, faults,
+trust, sessions, packet capture) reads them back as one frame.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 import logging
+import shutil
 import sys
+import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.files import check_output, output_dir
+from analysis.files import Staging, check_output, output_dir
 from sim.accounting import dot_port
 from sim.build.churn import ChurnSchedule
 from sim.build.faults import FaultPlan, fault_report
@@ -37,8 +47,10 @@ from sim.provenance import provenance, utc_now
 from sim.run.calibrate import calibrate
 from sim.run.capture import Capture, Window, compare_capture
 from sim.run.outputs import keep_finished, write_outputs
-from sim.run.records import Lookups, scheme_records, stub_walks
-from sim.run.summary import replay_summary, session_summary, summarise
+from sim.run.recorder import Recorder
+from sim.run.records import Lookups, load_records, stub_walks
+from sim.run.spool import RecordSpool
+from sim.run.summary import Tally, replay_summary, session_summary, summarise
 from sim.scenario import Scenario
 from sim.schemes import DnsScheme, SchemeSpec
 from topologies.namespace import Namespace
@@ -46,12 +58,20 @@ from topologies.namespace import Namespace
 log = logging.getLogger("tooldns.run")  # -v: what was built and how long each scheme took
 
 
-@dataclass
 class RunResult:
-    records: pd.DataFrame
-    load: pd.DataFrame
-    summary: dict
-    out_dir: Path | None
+    """A finished run: per-discovery ``records`` (read from the written results, or the
+    run's spool, on first access), per-node ``load``, the ``summary`` and the folder."""
+
+    def __init__(self, records: pd.DataFrame | Callable[[], pd.DataFrame], load: pd.DataFrame,
+                 summary: dict, out_dir: Path | None) -> None:
+        self._records = records
+        self.load, self.summary, self.out_dir = load, summary, out_dir
+
+    @property
+    def records(self) -> pd.DataFrame:
+        if not isinstance(self._records, pd.DataFrame):
+            self._records = self._records()
+        return self._records
 
 
 @dataclass
@@ -79,7 +99,8 @@ class Run:
 class Collected:
     """What the schemes run so far produced."""
 
-    records: list[dict] = field(default_factory=list)
+    spool: RecordSpool  # the records, on disk
+    tally: Tally = field(default_factory=Tally)  # the summary's per-scheme figures
     load: list[dict] = field(default_factory=list)
     replay: dict[str, dict] = field(default_factory=dict)
     wall: dict[str, float] = field(default_factory=dict)  # seconds per scheme (console only)
@@ -156,7 +177,7 @@ def _execute(run: Run, plan: RunPlan) -> EngineOutput:
     """The plan run on the engine (or sharded over Ray workers); no capture left running."""
     try:
         if run.sc.engine_options.shards.workers > 1:  # one run over Ray workers
-            from sim.engines.shards import run_sharded
+            from sim.engines.shardpool import run_sharded
 
             return run_sharded(run.sc, run.engine, plan)
         return run.execute(plan)
@@ -179,14 +200,19 @@ def run_scheme(run: Run, scheme: SchemeSpec, got: Collected) -> None:
         setattr(plan, f"{kind}_time", value)
     plan.churn = run.churn
     plan.engine_options = {"ray": sc.engine_options.ray, "mininet": sc.engine_options.mininet}
-    if run.tick is not None and run.info.progress and sc.engine_options.shards.workers == 1:
-        plan.on_stub = partial(_tick, run.tick, scheme.name, len(jobs))
+    got.tally.drop(scheme.name)
+    recorder = Recorder(sc, engine, scheme, plan, run.lookups, got.spool, got.tally,
+                        stream=not Recorder.keeps(sc, scheme, plan, run.sniffer is not None),
+                        tick=None if run.tick is None else
+                        partial(_tick, run.tick, scheme.name, len(jobs)))
+    if run.info.progress:  # engines in this process, and the shards' merge in the driver
+        plan.on_stub = recorder  # records made as discoveries end (else: at drain)
     t = time.perf_counter()
     window = time.time()
     output = _execute(run, plan)
     got.wall[scheme.name] = round(time.perf_counter() - t, 3)
     log.info("scheme %s on %s: %d of %d discoveries completed, %.2f s wall, %.3f s "
-             "of workload time", scheme.name, engine, len(output.stubs), len(jobs),
+             "of workload time", scheme.name, engine, output.completed(), len(jobs),
              got.wall[scheme.name], output.end_time)
     got.fault_plans[scheme.name] = plan.faults
     if run.churn is not None:  # what each change looked like, then the zones put back
@@ -195,19 +221,34 @@ def run_scheme(run: Run, scheme: SchemeSpec, got: Collected) -> None:
     if run.sniffer is not None:
         got.windows.append((scheme, plan, output, window, time.time()))
     got.replay[scheme.name] = replay_summary(output, plan.dot is not None)
-    records, load = scheme_records(sc, engine, scheme, plan, output, network, run.lookups)
-    got.records.extend(records)
-    got.load.extend(load)
+    recorder.drain(output)
+    got.load.extend(load_records(sc, engine, scheme, plan, output, network))
     got.finished.append(scheme.name)
 
 
+def _needs_frame(run: Run) -> bool:
+    """Whether the run's reports read all its records at once (else: the tally)."""
+    sc, ns = run.sc, run.ns
+    return (run.churn is not None or sc.agents.session is not None or run.sniffer is not None
+            or sc.faults is not None or bool(ns.rogue)
+            or any(s.trust for s in sc.dns_schemes()) or sc.trust.policy != "open")
+
+
 def _finish(run: Run, got: Collected, started: datetime
-            ) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict[str, pd.DataFrame]]:
-    """Records, node load, summary and extra tables of a run whose schemes all finished."""
+            ) -> tuple[pd.DataFrame | None, pd.DataFrame, dict, dict[str, pd.DataFrame]]:
+    """Records (None: only in the spool), node load, summary and extra tables of a run
+    whose schemes all finished."""
     sc, engine, ns = run.sc, run.engine, run.ns
-    df = pd.DataFrame(got.records)
     load_df = pd.DataFrame(got.load)
     tables: dict[str, pd.DataFrame] = {}
+    if not _needs_frame(run):
+        summary = {**summarise(sc, engine, got.tally if got.tally.exact else
+                               got.spool.frame(), ns), "replay": got.replay}
+        if got.processing:
+            summary["calibrated_processing_s"] = _calibrated(got)
+        summary[PROVENANCE] = provenance(started)  # last: all above is deterministic
+        return None, load_df, summary, tables
+    df = got.spool.frame()
     if run.churn is not None:  # probes are in the records, not in the scheme summary
         df = run.churn.annotate(df)
         summary = {**summarise(sc, engine, run.churn.workload_rows(df), ns),
@@ -223,9 +264,7 @@ def _finish(run: Run, got: Collected, started: datetime
             df, pcap, got.windows, run.sniffer.tool,
             {run.live_port, REGISTRY_PORT, dot_port(run.live_port)})
     if got.processing:
-        summary["calibrated_processing_s"] = {
-            name: {k: round(v, 9) for k, v in costs.items()}
-            for name, costs in got.processing.items()}
+        summary["calibrated_processing_s"] = _calibrated(got)
     if sc.faults is not None:  # sim.build.faults: success over time, extra latency, recovery
         base = (run_scenario(sc.model_copy(update={"faults": None}), engine, write=False,
                              live_port=run.live_port).records if sc.faults.baseline else None)
@@ -236,6 +275,11 @@ def _finish(run: Run, got: Collected, started: datetime
             for s in sc.schemes})
     summary[PROVENANCE] = provenance(started)  # last: all above is deterministic
     return df, load_df, summary, tables
+
+
+def _calibrated(got: Collected) -> dict:
+    return {name: {k: round(v, 9) for k, v in costs.items()}
+            for name, costs in got.processing.items()}
 
 
 def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | None = None,
@@ -252,7 +296,9 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     :class:`analysis.files.OutputError` otherwise) and the files appear together at the end. If
     the run is interrupted (``KeyboardInterrupt``: :class:`sim.run.outputs.RunInterrupted` is
     raised) or fails after some schemes finished, those schemes are written with
-    ``partial.json`` instead of ``summary.json``.
+    ``partial.json`` instead of ``summary.json``. Records are spooled in a hidden folder
+    inside the output folder while the run lasts (without ``write``: a temporary folder,
+    removed with the result).
     """
     engine = engine or sc.engine
     started = utc_now()
@@ -263,8 +309,36 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
             (progress or _warn)(warning)
     run = prepare(sc, engine, out, live_port, capture)
     run.tick, run.progress = tick, progress
-    got = Collected()
     written: list[str] = []  # files of the complete run moved into place
+    with contextlib.ExitStack() as stack:
+        if write:  # the spool beside the results (stale ones are removed like staging)
+            folder = stack.enter_context(Staging(out)).dir / "records"
+        else:
+            folder = Path(tempfile.mkdtemp(prefix="tooldns-records-"))
+            stack.callback(shutil.rmtree, folder, True)
+        got = Collected(RecordSpool(folder))
+        df, load_df, summary = _run(run, got, started, out, write, written)
+        records: pd.DataFrame | Callable[[], pd.DataFrame]
+        if df is not None:
+            records = df
+        elif write:  # read back from the results on first access
+            records = partial(pd.read_parquet, out / "results.parquet")
+        else:  # from the spool on first access; it goes with the result
+            stack.pop_all()
+            records = got.spool.frame
+    # wall-clock figures vary run to run; they go to the console, not the result files
+    result = RunResult(records, load_df, {**summary, "wall_s": got.wall},
+                       out if write else None)
+    if df is None and not write:
+        weakref.finalize(result, got.spool.close)
+    return result
+
+
+def _run(run: Run, got: Collected, started: datetime, out: Path, write: bool,
+         written: list[str]) -> tuple[pd.DataFrame | None, pd.DataFrame, dict]:
+    """Every scheme, the reports and (``write``) the output folder; on a stop or failure,
+    the finished schemes are kept (:func:`sim.run.outputs.keep_finished`)."""
+    sc = run.sc
     # what was built lives to the end of the run: keep it out of the collector's full
     # passes (they would walk every tool's objects again and again); thawed below
     gc.collect()
@@ -275,18 +349,17 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
         gc.unfreeze()
         df, load_df, summary, tables = _finish(run, got, started)
         if write:
-            write_outputs(out, sc, df, load_df, summary, plots=sc.outputs.plots,
-                          committed=written, tables=tables)
+            write_outputs(out, sc, got.spool if df is None else df, load_df, summary,
+                          plots=sc.outputs.plots, committed=written, tables=tables)
     except BaseException as exc:
         gc.unfreeze()
         if run.sniffer is not None:  # never leave a tcpdump running behind a stopped run
             with contextlib.suppress(Exception):
                 run.sniffer.stop()
-        keep_finished(exc, write, out, sc, engine, run.ns, got.records, got.load, got.replay,
-                      got.finished, written)
+        keep_finished(exc, write, out, sc, run.engine, run.ns, got.spool, got.load,
+                      got.replay, got.finished, written)
         raise
-    # wall-clock figures vary run to run; they go to the console, not the result files
-    return RunResult(df, load_df, {**summary, "wall_s": got.wall}, out if write else None)
+    return df, load_df, summary
 
 
 def _tick(tick: Callable[[str, int, int], None], scheme: str, total: int, done: int) -> None:

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
 import sim.engines.shards as shards
+from nodes.agent.stub import StubResult
+from sim.build.runplan import RunPlan
 from sim.cli.main import main
 from sim.cli.run import with_shards
+from sim.engines.base import EngineOutput
+from sim.engines.simpy import run_simpy
 from sim.errors import ScenarioError
 from sim.loading import load_scenario, resolved_yaml
 from sim.provenance import deterministic_summary
+from sim.run.records import stub_walks
 from sim.run.runner import run_scenario
 from sim.scenario import Scenario
 from tests.sim.engines.cases import SAME, first_plan, small
@@ -41,22 +47,27 @@ def one_process(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame,
 
 @pytest.fixture
 def pieces(monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[int, int]]]:
-    """(shard, discoveries) of every piece the driver merges, per scheme."""
+    """(shard, discoveries) of every piece the driver merges, one list per merge (scheme)."""
     seen: list[list[tuple[int, int]]] = []
-    merge = shards.merge_shards
+    init, add = shards.ShardMerge.__init__, shards.ShardMerge.add
 
-    def spy(plan, parts):  # type: ignore[no-untyped-def]
-        seen.append([(p.shard, len(p.output.stubs)) for p in parts])
-        return merge(plan, parts)
+    def spy_init(self: shards.ShardMerge, plan: RunPlan, workers: int) -> None:
+        seen.append([])
+        init(self, plan, workers)
 
-    monkeypatch.setattr(shards, "merge_shards", spy)
+    def spy_add(self: shards.ShardMerge, piece: shards.ShardOutput) -> None:
+        seen[-1].append((piece.shard, len(piece.output.stubs)))
+        add(self, piece)
+
+    monkeypatch.setattr(shards.ShardMerge, "__init__", spy_init)
+    monkeypatch.setattr(shards.ShardMerge, "add", spy_add)
     return seen
 
 
 @pytest.mark.ray
 @pytest.mark.parametrize("workers", [3, 2])
 def test_sharded_run_agrees_with_one_process(
-        ray_session, one_process: tuple[pd.DataFrame, pd.DataFrame],  # type: ignore[no-untyped-def]
+        ray_session: Any, one_process: tuple[pd.DataFrame, pd.DataFrame],
         pieces: list, workers: int, tmp_path: Path) -> None:
     sc = sharded(workers)
     result = run_scenario(sc, out_dir=tmp_path)
@@ -92,8 +103,7 @@ def test_sharded_run_agrees_with_one_process(
 
 
 @pytest.mark.ray
-def test_sharded_runs_are_deterministic(ray_session, tmp_path: Path  # type: ignore[no-untyped-def]
-                                        ) -> None:
+def test_sharded_runs_are_deterministic(ray_session: Any, tmp_path: Path) -> None:
     """Same scenario, seed and shards: identical files (fixed processing, random delays),
     whether sharded by the file or by ``tooldns run --shards``."""
     sc = sharded(2, **{"network.processing.model": "fixed",
@@ -120,6 +130,9 @@ def test_only_simpy_shards_and_each_shard_needs_a_resolver() -> None:
         run_scenario(sharded(2), engine="live", write=False)
     with pytest.raises(ScenarioError, match=r"engine_options\.shards\.workers: .*resolvers"):
         run_scenario(sharded(7), write=False)
+    with pytest.raises(ScenarioError, match=r"engine_options\.shards\.workers: .*agents"
+                                            r".*shard_by: agent"):
+        run_scenario(sharded(7, **{"engine_options.shards.shard_by": "agent"}), write=False)
     args = argparse.Namespace(file="f.yaml", shards=3, ray_address="ray://head:10001",
                               engine=None)
     sc = with_shards(small(**CASE), args)
@@ -139,8 +152,68 @@ def test_partition_keeps_agents_with_their_resolver() -> None:
         assert sorted(j.index for p in parts for j in p.jobs) == [j.index for j in whole.jobs]
         for p in parts:
             assert p.resolvers and p.agents and p.shard is not None
-            assert all(a.resolver[0] in p.resolvers for a in p.agents.values())
+            assert all(a.resolver[0] in p.resolvers for a in p.dns_agents().values())
             assert p.hierarchy.servers.keys() == whole.hierarchy.servers.keys()
+
+
+def test_partition_by_agent_copies_the_resolver() -> None:
+    """One resolver, agents split: every shard has its own copy of it."""
+    sc = small(**{"network.resolvers": 1, "network.agents": 7})
+    whole = first_plan(sc)
+    parts = [shards.restrict(first_plan(sc), s, 3, "agent") for s in range(3)]
+    assert [len(p.agents) for p in parts] == [3, 2, 2]
+    assert sorted(ip for p in parts for ip in p.agents) == sorted(whole.agents)
+    assert sorted(j.index for p in parts for j in p.jobs) == [j.index for j in whole.jobs]
+    for p in parts:
+        assert list(p.resolvers) == list(whole.resolvers)
+        assert {j.agent % 3 for j in p.jobs} == {p.shard}
+
+
+def _digest(out: EngineOutput) -> list:
+    """What a merged output holds, in its order (stubs, walks, warm-ups, counters)."""
+    return [[(j.index, s.sent, s.finished) for j, s in out.stubs],
+            [(k, [w.started for w in ws]) for k, ws in out.walks.items()],
+            [w.started for w in out.warmups], sorted(out.load.items()),
+            out.schedule_error, out.lost, out.warm_time, out.end_time]
+
+
+def test_merge_is_independent_of_arrival_order() -> None:
+    """Pieces fed as they come, in any order: the same output, in shard order, every time;
+    and (caches off) the same walks as the one-process run."""
+    overrides = {"network.resolvers": 1, "network.agents": 6, "namespace.replicas": 1,
+                 "workload.queries": 30, "engine_options.shards.workers": 3,
+                 "engine_options.shards.shard_by": "agent", "network.processing.model": "fixed",
+                 **{f"schemes.{i}.cache": False for i in range(4)}}
+    sc = small(**overrides)
+    plan = first_plan(sc)
+    state = shards.ShardState(shards.unpack(shards.pack(shards.shared_build(sc, plan))))
+    times = {name: getattr(plan, name) for name in shards.TIMES}
+    packed = [shards.pack(state.run(plan.scheme, i, 3, times)) for i in range(3)]
+    digests = []
+    for order in ((0, 1, 2), (2, 1, 0), (1, 2, 0)):
+        merge = shards.ShardMerge(first_plan(sc), 3)
+        for i in order:
+            merge.add(shards.unpack(packed[i]))
+        digests.append(_digest(merge.result()))
+    assert digests[0] == digests[1] == digests[2]
+    shard_of = [j.agent % 3 for j, _ in merge.out.stubs]
+    assert shard_of == sorted(shard_of) and set(shard_of) == {0, 1, 2}
+    with pytest.raises(RuntimeError, match="1 of 3 pieces"):
+        partial = shards.ShardMerge(first_plan(sc), 3)
+        partial.add(shards.unpack(packed[0]))
+        partial.add(shards.unpack(packed[2]))
+        partial.result()
+    one = _walk_steps(run_simpy(first_plan(sc)), plan)
+    assert len(one) == 30 and all(len(steps) >= 3 for steps in one.values())
+    assert _walk_steps(merge.out, plan) == one
+
+
+def _walk_steps(out: EngineOutput, plan: RunPlan) -> dict[int, list[tuple]]:
+    """Per job, the upstream exchanges of its walks (name, server, bytes out and in)."""
+    return {j.index: [(s.qname, s.server, s.bytes_out, s.bytes_in)
+                      for w in stub_walks(out, plan.agent_order[j.agent], stub)
+                      for s in w.steps]
+            for j, stub in out.stubs if isinstance(stub, StubResult)}
 
 
 @pytest.mark.parametrize("text, problem", [
@@ -148,6 +221,7 @@ def test_partition_keeps_agents_with_their_resolver() -> None:
     ("engine_options: {shards: {workers: two}}", "engine_options.shards.workers"),
     ("engine_options: {shards: {nodes: 2}}", "engine_options.shards.nodes: unknown field"),
     ("engine_options: {shards: {address: [1]}}", "engine_options.shards.address"),
+    ("engine_options: {shards: {shard_by: zone}}", "engine_options.shards.shard_by"),
 ])
 def test_scenario_rejects_bad_shards(tmp_path: Path, text: str, problem: str) -> None:
     path = tmp_path / "s.yaml"
@@ -161,5 +235,5 @@ def test_scenario_accepts_shards(tmp_path: Path) -> None:
     path.write_text("name: s\nengine_options: {shards: {workers: 4, address: 'ray://h:10001'}}\n",
                     encoding="utf-8")
     spec = load_scenario(path).engine_options.shards
-    assert (spec.workers, spec.address) == (4, "ray://h:10001")
+    assert (spec.workers, spec.address, spec.shard_by) == (4, "ray://h:10001", "resolver")
     assert Scenario(name="s").engine_options.shards.workers == 1  # off by default
