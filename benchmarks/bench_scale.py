@@ -153,6 +153,19 @@ def _machine() -> str:
             f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
 
+def _child_row(cmd: list[str], label: str, timeout: float) -> dict[str, Any] | None:
+    """Run one measurement in a fresh process; its JSON row, or None (said why)."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"  {label}: stopped after {timeout:.0f} s (--timeout)", flush=True)
+        return None
+    if proc.returncode != 0:
+        print(f"  {label}: failed ({proc.returncode})\n{proc.stderr[-2000:]}")
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def growth(args: argparse.Namespace) -> int:
     """Build cost, memory and a short simulation as the namespace grows (fresh process
     per size)."""
@@ -175,12 +188,9 @@ def growth(args: argparse.Namespace) -> int:
         if args.catalog:
             cmd += ["--catalog", args.catalog]
         t = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
-                              timeout=args.timeout)
-        if proc.returncode != 0:
-            print(f"  N={n}: failed ({proc.returncode})\n{proc.stderr[-2000:]}")
+        row = _child_row(cmd, f"N={n:,}", args.timeout)
+        if row is None:
             continue
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"  N={n:,}: {time.perf_counter() - t:.1f} s wall, build {row['build_s']:.1f} s, "
               f"peak {row['peak_mib']:.0f} MiB; load {os.getloadavg()[0]:.2f}", flush=True)
@@ -369,16 +379,9 @@ def memory(args: argparse.Namespace) -> int:
                "--queries", str(q), "--agents", str(args.agents), "--branching",
                str(args.branching), "--depth", str(args.depth), "--pool", str(args.pool)]
         t = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
-                                  timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            print(f"  Q={q:,}: stopped after {args.timeout:.0f} s (--timeout)", flush=True)
+        row = _child_row(cmd, f"Q={q:,}", args.timeout)
+        if row is None:
             continue
-        if proc.returncode != 0:
-            print(f"  Q={q:,}: failed ({proc.returncode})\n{proc.stderr[-2000:]}")
-            continue
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"  Q={q:,}: {time.perf_counter() - t:.1f} s wall, peak {row['peak_mib']:.0f} "
               f"MiB; load {os.getloadavg()[0]:.2f}", flush=True)

@@ -41,6 +41,7 @@ from topologies.uniforms import Uniforms
 
 SYN_RTO = 1.0  # Linux initial retransmission timeout for SYN (RFC 6298 §2.1)
 TCP_GIVE_UP = 60.0  # seconds of retransmissions after which a connection is dead (faults)
+TX, RX = 0, 2  # DnsRun.traffic: [TX] packets sent, [TX + 1] their bytes; RX the same received
 
 
 Callback = Callable[[simpy.Event], None]
@@ -95,8 +96,7 @@ class DnsRun:
         # network draws, the same for every scheme (a shard: its own), taken in blocks
         self.rng = Uniforms(np.random.default_rng(
             [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard]))
-        self.out = out = EngineOutput(on_stub=plan.on_stub)
-        self.load = out.load
+        self.out = EngineOutput(on_stub=plan.on_stub)
         self.traffic: dict[str, list[int]] = {}  # address -> tx/rx packets and bytes
         self.servers = servers = plan.hierarchy.servers
         self.busy: dict[str, float] = {}
@@ -135,12 +135,11 @@ class DnsRun:
         view = parse_query(data)
         return view is not None and any(c == self.code for c, _ in view.options)
 
-    def bump(self, address: str, packets: str, octets: str, size: int) -> None:
-        """One packet of ``size`` bytes sent (``packets`` "tx_packets") or received."""
+    def bump(self, address: str, slot: int, size: int) -> None:
+        """One packet of ``size`` bytes sent (``slot`` :data:`TX`) or received (:data:`RX`)."""
         counts = self.traffic.get(address) or self.traffic_of(address)
-        i = 0 if packets == "tx_packets" else 2
-        counts[i] += 1
-        counts[i + 1] += size
+        counts[slot] += 1
+        counts[slot + 1] += size
 
     def traffic_of(self, address: str) -> list[int]:
         """``address``'s [tx packets, tx bytes, rx packets, rx bytes] (a new count)."""
@@ -151,12 +150,12 @@ class DnsRun:
         """Fold the packet and byte counts into the output's counters (once, at the end:
         only the run's totals are read)."""
         for address, counts in self.traffic.items():
-            node = self.load.setdefault(address, {})
-            for i, key in ((0, "tx_packets"), (2, "rx_packets")):
-                if counts[i]:  # a node that never sent has no tx counters (as before)
-                    octets = key.replace("packets", "bytes")
-                    node[key] = node.get(key, 0) + counts[i]
-                    node[octets] = node.get(octets, 0) + counts[i + 1]
+            node = self.out.load.setdefault(address, {})
+            for slot, packets, octets in ((TX, "tx_packets", "tx_bytes"),
+                                          (RX, "rx_packets", "rx_bytes")):
+                if counts[slot]:  # a node that never sent has no tx counters (as before)
+                    node[packets] = node.get(packets, 0) + counts[slot]
+                    node[octets] = node.get(octets, 0) + counts[slot + 1]
         self.traffic.clear()
 
     def transmit(self, src: str, msg: Outgoing) -> None:
@@ -165,10 +164,10 @@ class DnsRun:
         dst = msg.dst[0]
         data, transport = msg.data, msg.transport
         size = self.head[transport] + len(data)
-        traffic = self.traffic
+        traffic = self.traffic  # self.bump, inlined (twice per message)
         counts = traffic.get(src) or self.traffic_of(src)
-        counts[0] += 1
-        counts[1] += size
+        counts[TX] += 1
+        counts[TX + 1] += size
         role_of = self.role_of
         delay = self.one_way(role_of[src], role_of[dst], size, self.rng)
         faults = self.faults
@@ -182,8 +181,8 @@ class DnsRun:
         elif transport == "tls":
             delay += self.dot_connection(src, dst, msg)
         counts = traffic.get(dst) or self.traffic_of(dst)
-        counts[2] += 1
-        counts[3] += size
+        counts[RX] += 1
+        counts[RX + 1] += size
         sender = self.sender.get(src) or self.sender_of(src)
         deliver = self.deliver
         self.timeout(delay).callbacks.append(lambda _e: deliver(dst, data, sender, transport))
@@ -194,17 +193,15 @@ class DnsRun:
         return sender
 
     def handshake(self, a: str, b: str) -> float:
-        out, ip_of, rng, one_way = self.out, self.ip_of, self.rng, self.plan.path.one_way
+        ip_of, rng, one_way, bump = self.ip_of, self.rng, self.plan.path.one_way, self.bump
         total = 0.0
         for x, y in ((a, b), (b, a)):
-            out.count(ip_of[x], "tx_packets")
-            out.count(ip_of[x], "tx_bytes", IPV4 + TCP)
+            bump(ip_of[x], TX, IPV4 + TCP)
             d = one_way(x, y, IPV4 + TCP, rng)
             while d is None:  # a lost SYN or SYN-ACK is sent again after the initial RTO
                 total += SYN_RTO
                 d = one_way(x, y, IPV4 + TCP, rng)
-            out.count(ip_of[y], "rx_packets")
-            out.count(ip_of[y], "rx_bytes", IPV4 + TCP)
+            bump(ip_of[y], RX, IPV4 + TCP)
             total += d
         return total
 
@@ -246,8 +243,8 @@ class DnsRun:
             while d is None:  # a lost flight is sent again after the initial RTO
                 total += SYN_RTO
                 d = one_way(role_of[x], role_of[y], IPV4 + TCP_TS + size, rng)
-            bump(x, "tx_packets", "tx_bytes", IPV4 + TCP_TS + size)
-            bump(y, "rx_packets", "rx_bytes", IPV4 + TCP_TS + size)
+            bump(x, TX, IPV4 + TCP_TS + size)
+            bump(y, RX, IPV4 + TCP_TS + size)
             total += d
         return total
 
