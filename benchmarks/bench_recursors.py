@@ -8,7 +8,9 @@ resolver, sent them): queries and IP bytes both ways, from a packet capture. "co
 freshly started resolver and the first intent, "warm" a second intent of the same service,
 "repeat" the first intent again. A stock recursor's discovery is the qname walk (the intent
 in the name); ours is the cursor walk (the intent in an EDNS option), so the ratio column
-compares those two. Must run as root.
+compares those two. "Rank order": ten intents walked with K = 5 through each resolver; how
+often the SRV RRset arrived in the leaf's order, and how often the order read from SRV
+priority (the rank, as the agent reads it) was the leaf's. Must run as root.
 
     sudo python3 benchmarks/bench_recursors.py
     sudo python3 benchmarks/bench_recursors.py --resolver unbound --json out.json
@@ -161,6 +163,8 @@ def main() -> int:
         print(discovery_table(result, variant))
         print(f"\n## Plain names ({variant}): queries / IP bytes\n")
         print(plain_table(result, variant))
+    print("\n## Rank order through each resolver (plain)\n")
+    print(tables.rank_markdown(result))
     quirks = tables.quirks_markdown(result)
     if quirks:
         print("\n## What the resolvers logged\n")

@@ -44,7 +44,13 @@ an earlier checkout as well, where the probe supports it, and prints both.
     * ``memory`` — ``--intents`` distinct intents: the serving process's RSS growth after
       a warm-up against the resolver's cache bound (``--bounds``);
     * ``tcp`` — ``--held`` silent TCP connections, then other clients' UDP and TCP
-      queries: answered and how fast, and the servers' TCP counters.
+      queries: answered and how fast, and the servers' TCP counters;
+    * ``dot`` — ``--held`` silent TCP, then mid-message TLS connections at a DoT listener
+      (``serve-dns --dot``): fresh DoT clients answered, how fast, the TLS/TCP counters;
+    * ``names`` — ``--packets`` over-long labels/names and pointer tricks (UDP, AXFR over TCP):
+      replies by rcode, bytes the child wrote to stderr, whether it answers after;
+    * ``axfr`` — ``--clients`` parallel AXFR clients: transfers done and REFUSED, another
+      client's UDP latency to the same server meanwhile (``--before`` too).
 
 Run
     python3 benchmarks/bench_robustness.py http
@@ -65,12 +71,13 @@ from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.robustness import fuzz, http, memory, spoof, tcp
+from benchmarks.robustness import axfr, dot, fuzz, http, memory, names, spoof, tcp
 from benchmarks.robustness.serving import add_dns_options, serve_dns
 from benchmarks.robustness.table import machine
 
 PROBES: dict[str, ModuleType] = {"http": http, "fuzz": fuzz, "spoof": spoof,
-                                 "memory": memory, "tcp": tcp}
+                                 "memory": memory, "tcp": tcp, "dot": dot, "names": names,
+                                 "axfr": axfr}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,12 +2,14 @@
 
 :func:`format_errors` turns a pydantic ``ValidationError`` into one line per problem,
 ``FILE: dotted.field: problem``, with a did-you-mean (:func:`did_you_mean`) for unknown
-fields and choices.
+fields and choices; values in messages go through :func:`shown` (bounded length and work,
+whatever the value).
 """
 
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
@@ -29,6 +31,28 @@ from sim.schemes import (
 
 class ScenarioError(ValueError):
     """A scenario file is unusable; the message names the file, the field and the problem."""
+
+
+class _Short(reprlib.Repr):
+    """reprlib with small bounds; integers too long for ``repr`` (over 4,300 digits) are
+    described, not written."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother, self.maxlong = 3, width, width, width
+        self.maxlist = self.maxtuple = self.maxset = self.maxfrozenset = self.maxdict = 6
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 1000:  # ~301 digits; str() of over 4,300 raises ValueError
+            return f"<an integer of about {round(x.bit_length() * 0.30103)} digits>"
+        return super().repr_int(x, level)
+
+
+def shown(value: object, width: int = 60) -> str:
+    """``repr(value)`` for a message line: at most about ``width`` characters, and bounded
+    work even for huge or deeply shared values (a YAML alias bomb, a 10^6-digit integer)."""
+    text = _Short(width).repr(value)
+    return text if len(text) <= width + 20 else text[:width] + "..."
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -116,7 +140,7 @@ def format_errors(path: Path | str, exc: ValidationError, root: type[BaseModel])
         elif kind == SCHEME_KIND_ERROR and isinstance(given, dict):
             pending[:0] = _as_meant(err)  # its other problems come next
             loc.append("kind")
-            msg += f" (got {given.get('kind')!r})" + did_you_mean(
+            msg += f" (got {shown(given.get('kind'))})" + did_you_mean(
                 str(given.get("kind")), scheme_kinds())
         elif kind == "missing":
             msg = "required field is missing"
@@ -128,7 +152,7 @@ def format_errors(path: Path | str, exc: ValidationError, root: type[BaseModel])
                 msg = rest
         if kind not in ("extra_forbidden", "missing", "value_error") and not isinstance(
                 given, dict | list):
-            msg += f" (got {given!r})"
+            msg += f" (got {shown(given)})"
         if kind == "literal_error" and isinstance(given, str):
             msg += did_you_mean(given, _choices(_field_at(err["loc"], root)[1]))
         lines.append(f"{path}: {'.'.join(loc) or '(top level)'}: {msg}")

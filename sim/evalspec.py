@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypedDict
 
-import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from sim.spec import Spec
+from sim.spec import Seed, Spec
+from sim.yamlfile import read_yaml
 
 DEFAULT_METHODS = (
     "flat:bm25", "flat:tfidf", "flat:dense", "context",
@@ -170,7 +170,7 @@ class EvalScenario(Spec):
 
     name: str = Field(default="eval", min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
     description: str = ""
-    seed: int = Field(default=0, description="sampling, splits and clustering derive from it")
+    seed: Seed = Field(default=0, description="sampling, splits and clustering derive from it")
     dataset: DatasetSpec = DatasetSpec()
     taxonomy: TaxonomySpec = TaxonomySpec()
     methods: tuple[str, ...] = Field(default=DEFAULT_METHODS, description="flat:S, context, "
@@ -196,11 +196,9 @@ class EvalScenario(Spec):
 def load_eval(path: str | Path) -> EvalScenario:
     """Read and validate an evaluation file; relative paths are taken from its folder."""
     path = Path(path)
+    data = read_yaml(path) or {}  # ScenarioError (a ValueError) naming the file
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         spec = EvalScenario.model_validate(data)
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
     except ValidationError as exc:
         lines = [f"{path}: {'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
                  for e in exc.errors()]

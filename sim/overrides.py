@@ -1,11 +1,12 @@
 """Dotted-field overrides (``--set namespace.tools=50``, sweep grids): :func:`set_dotted`
-writes one value into a scenario's dumped data, which is then validated again."""
+writes one value into a scenario's dumped data, which is then validated again; the field
+is named in errors shortened (:func:`sim.errors.shown`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sim.errors import did_you_mean
+from sim.errors import did_you_mean, shown
 
 
 def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -19,8 +20,8 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
             if part in names:  # a scheme (or any named item) by its name
                 part = str(names.index(part))
             if not (part.isdigit() and int(part) < len(node)):
-                raise ValueError(f"'{dotted}' is not a field of the scenario"
-                                 + did_you_mean(part, [n for n in names if n]))
+                raise ValueError(f"{shown(dotted)} is not a field of the scenario"
+                                 + did_you_mean(part, [str(n) for n in names if n]))
             if last:
                 node[int(part)] = value
             else:
@@ -31,7 +32,7 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
             elif isinstance(node.get(part), dict | list):
                 node = node[part]
             else:
-                raise ValueError(f"'{dotted}' is not a field of the scenario"
+                raise ValueError(f"{shown(dotted)} is not a field of the scenario"
                                  + did_you_mean(part, node))
         else:
-            raise ValueError(f"'{dotted}' is not a field of the scenario")
+            raise ValueError(f"{shown(dotted)} is not a field of the scenario")

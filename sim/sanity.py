@@ -1,7 +1,9 @@
-"""Sanity warnings: values a scenario accepts that are most often a unit mistake."""
+"""Sanity warnings: values a scenario accepts that are most often a unit mistake, and a
+build that needs more memory than is available now (:mod:`sim.limits`)."""
 
 from __future__ import annotations
 
+from sim.limits import memory_warning
 from sim.scenario import Scenario
 from sim.schemes import DnsScheme
 
@@ -48,4 +50,6 @@ def sanity_warnings(sc: Scenario) -> list[str]:
     for i, f in enumerate(sc.faults.events if sc.faults else ()):
         if f.delay > 30:
             out.append(f"faults.events.{i}.delay: {f.delay:g} s; delays are in seconds")
+    if memory := memory_warning(sc):  # more than this machine has at all is an error
+        out.append(memory)
     return out

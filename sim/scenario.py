@@ -9,10 +9,12 @@ rejected with one message per problem naming the file, the field and the problem
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from nodes.agent.context import zone_name
 from sim.choices import OneOf
 from sim.engines.catalog import ENGINES
 from sim.errors import did_you_mean
@@ -20,7 +22,7 @@ from sim.evalspec import TaxonomySpec
 from sim.faultspec import FaultsSpec
 from sim.overrides import set_dotted
 from sim.schemes import DnsScheme, RegistryScheme, SchemeSpec, TrustSpec
-from sim.spec import Seconds, Spec
+from sim.spec import GridValue, Seconds, Seed, Spec
 
 Service = Literal["mcp", "a2a", "rest", "skill"]
 
@@ -131,6 +133,10 @@ class NamespaceSpec(Spec):
     aaaa: bool = Field(default=False, description="tool targets also get an AAAA record (ULA "
                        "fd74:6f6f:6c73::/96 + the IPv4 address), served beside A; agents of "
                        "mode qname ask for it too (the servers' glue stays IPv4)")
+    allow_transfer: tuple[str, ...] = Field(default=(), description="networks or addresses "
+                                            "allowed to transfer zones by AXFR from the live "
+                                            "engine's servers, e.g. a secondary's (default: "
+                                            "none, every transfer REFUSED)")
 
     @model_validator(mode="after")
     def _check(self) -> NamespaceSpec:
@@ -140,6 +146,8 @@ class NamespaceSpec(Spec):
             raise ValueError("taxonomy: builds a tree over a catalogue (source: catalog)")
         if self.taxonomy is not None and self.taxonomy.centroids and self.scorer != "dense":
             raise ValueError("taxonomy.centroids: routing by centroids needs scorer: dense")
+        for net in self.allow_transfer:
+            ipaddress.ip_network(net, strict=False)  # ValueError: not a network or address
         return self
 
 
@@ -286,13 +294,20 @@ class ScopesSpec(Spec):
     orgs: tuple[str, ...] = Field(default=(), description="organisations the user belongs to (a "
                                   "tool's org, e.g. of a certified zone hku.weather.tools.)")
 
+    @field_validator("roles", "orgs")
+    @classmethod
+    def _names(cls, names: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        """DNS names, normalised as they are compared: case-folded, zones absolute."""
+        return tuple(zone_name(n) if info.field_name == "roles" else n.strip().lower()
+                     for n in names)
+
     @model_validator(mode="after")
     def _check(self) -> ScopesSpec:
         if not (self.user or self.roles or self.orgs):
             raise ValueError("scopes: grant at least one of user, roles, orgs (or drop "
                              "scopes for no RBAC)")
         for zone in self.roles:
-            if not zone.rstrip(".").endswith("tools"):
+            if zone != "tools." and not zone.endswith(".tools."):
                 raise ValueError(f"roles: {zone!r} is not a zone under tools.")
         return self
 
@@ -366,8 +381,8 @@ class OutputSpec(Spec):
 class SweepSpec(Spec):
     """A grid over dotted scenario fields, e.g. ``namespace.branching: [2, 4, 8]``."""
 
-    grid: dict[str, list[Any]] = Field(description="dotted field -> values; every "
-                                       "combination is one run")
+    grid: dict[str, list[GridValue]] = Field(description="dotted field -> values; every "
+                                             "combination is one run")
     workers: int = Field(default=2, ge=1, description="points run at once (processes)")
 
     @field_validator("grid")
@@ -426,7 +441,7 @@ class Scenario(Spec):
         default="simpy", description="simulation (simpy), loopback sockets (live), Ray actors, or "
         "Mininet hosts")
     engine_options: EngineOptions = EngineOptions()
-    seed: int = Field(default=0, description="every random draw of the run derives from it")
+    seed: Seed = Field(default=0, description="every random draw of the run derives from it")
     duration: float | None = Field(default=None, gt=0, description="seconds: stop issuing queries "
                                    "after this")
     namespace: NamespaceSpec = NamespaceSpec()

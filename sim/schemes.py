@@ -100,6 +100,10 @@ class DnsScheme(_Scheme):
         "UDP "
         "(TC → TCP) or DNS over TLS (RFC 7858, port 853) on persistent connections, one per "
         "server (simpy and live engines)")
+    upstream_fallback: Literal["none", "tcp", "udp"] = Field(
+        default="none", description="upstream tls: a server whose DNS over TLS cannot be "
+        "reached: none (strict, RFC 8310: the zone's other servers over TLS, never clear "
+        "text), or ask it over tcp / udp for 60 s (opportunistic)")
     upstream_idle: float = Field(
         default=10.0, gt=0, description="upstream tls: seconds a connection "
                                  "may stay idle before the resolver closes it")
@@ -188,4 +192,5 @@ def resolver_config(scheme: DnsScheme, trust: TrustPolicy | None, trust_anchor: 
                           trust=trust, dnssec=scheme.dnssec, trust_anchor=trust_anchor,
                           cache_max_entries=scheme.cache_max_entries,
                           cache_max_bytes=scheme.cache_max_bytes,
-                          max_clients=scheme.max_clients, upstream=scheme.upstream)
+                          max_clients=scheme.max_clients, upstream=scheme.upstream,
+                          upstream_fallback=scheme.upstream_fallback)

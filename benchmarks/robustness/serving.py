@@ -28,6 +28,11 @@ def add_dns_options(dns: argparse.ArgumentParser) -> None:
     dns.add_argument("--rogue", default="127.66.6.6", help="the forged name server's address")
     dns.add_argument("--server-cache-bytes", type=int, default=16 * 2**20,
                      help="each server's packet cache, bytes (0: none)")
+    dns.add_argument("--dot", action="store_true",
+                     help="the servers and the resolver also serve DNS over TLS (port "
+                     "--port + 800), with a CA made at start (its certificate in the manifest)")
+    dns.add_argument("--allow-transfer", metavar="ADDR",
+                     help="the servers allow zone transfers (AXFR) from this address")
     dns.add_argument("--before", type=Path, metavar="TREE",
                      help="also serve from TREE (a checkout of an earlier commit, e.g. "
                      "`git worktree add /tmp/before <commit>`) and print its figures beside "
@@ -41,7 +46,7 @@ def serve_dns(args: argparse.Namespace) -> int:
     stops when stdin closes."""
     import asyncio
 
-    from sim.build.hierarchy import build_hierarchy
+    from sim.build.hierarchy import build_hierarchy, dot_setup
     from sim.sockets.hierarchy import LiveHierarchy
     from sim.sockets.tcp import TcpLimits
     from topologies.synthetic import synthetic
@@ -53,7 +58,9 @@ def serve_dns(args: argparse.Namespace) -> int:
                                 packet_cache_bytes=packets or 4096)
     live = LiveHierarchy(hierarchy, port=args.port,
                          resolver_address=args.resolver, cache_max_bytes=args.cache_bytes,
-                         tcp_limits=TcpLimits(per_listener=args.tcp_per_server))
+                         tcp_limits=TcpLimits(per_listener=args.tcp_per_server),
+                         dot=dot_setup(args.seed) if getattr(args, "dot", False) else None,
+                         allow_transfer=[args.allow_transfer] if args.allow_transfer else None)
 
     def counters() -> dict:
         ep = live.resolver
@@ -69,12 +76,19 @@ def serve_dns(args: argparse.Namespace) -> int:
                 "store_entries": len(store), "evictions": store.evictions,
                 "kept_results": len(ep.results), "adapter": dict(ep.stats),
                 "resolver": dict(node.stats), "servers": servers,
-                "upstream_open": len(ep._upstream)}
+                "upstream_open": len(ep._upstream),
+                "tcp_open": {"servers": sum(len(e._conns) for e in live.endpoints),
+                             "resolver": len(ep._conns),
+                             "busiest server": max(len(e._conns) for e in live.endpoints),
+                             "tls": sum(len(e._tls_conns) for e in live.endpoints)}}
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         await live.start()
-        print("READY " + json.dumps(live.manifest()), flush=True)
+        manifest = live.manifest()
+        if live.dot is not None:  # the clients verify the servers' certificate with it
+            manifest["dot"]["ca_pem"] = live.dot.ca.cert_pem
+        print("READY " + json.dumps(manifest), flush=True)
         reader = asyncio.StreamReader()
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         while await reader.readline():
@@ -98,8 +112,13 @@ class DnsServer:
     """``serve-dns`` in a child process: its manifest, counters on demand, alive or not."""
 
     def __init__(self, args: argparse.Namespace, cache_bytes: int | None = None,
-                 server_cache_bytes: int | None = None, tree: Path | None = None) -> None:
-        """``tree``: serve from another checkout (its own ``serve-dns``), for before/after."""
+                 server_cache_bytes: int | None = None, tree: Path | None = None,
+                 dot: bool = False, stderr: Path | None = None,
+                 allow_transfer: str | None = None) -> None:
+        """``tree``: serve from another checkout (its own ``serve-dns``), for before/after;
+        ``dot``: DNS over TLS too (``serve-dns --dot``); ``stderr``: a file the child's
+        stderr goes to (else it inherits this process's); ``allow_transfer``: an address
+        the servers allow zone transfers from (``serve-dns --allow-transfer``)."""
         root = Path(tree or ROOT).resolve()
         cmd = [sys.executable, str(root / SCRIPT), "serve-dns", "--port", str(args.port),
                "--tools", str(args.tools), "--seed", str(args.seed),
@@ -107,9 +126,13 @@ class DnsServer:
                "--cache-bytes", str(cache_bytes or args.cache_bytes), "--rogue", args.rogue,
                "--tcp-per-server", str(args.tcp_per_server),
                "--server-cache-bytes", str(args.server_cache_bytes if server_cache_bytes is None
-                                           else server_cache_bytes)]
+                                           else server_cache_bytes)] + (["--dot"] if dot else [])
+        cmd += ["--allow-transfer", allow_transfer] if allow_transfer else []
+        err = None if stderr is None else stderr.open("wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, cwd=root)
+                                     text=True, cwd=root, stderr=err)
+        if err is not None:
+            err.close()  # the child has its own copy
         line = self.proc.stdout.readline()
         if not line.startswith("READY "):
             raise SystemExit(f"serve-dns did not start: {line!r}")

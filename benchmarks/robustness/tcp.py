@@ -1,5 +1,7 @@
 """Held TCP connections to the servers and the resolver, left silent; meanwhile other
-clients' queries over UDP and TCP: how many are answered, how fast."""
+clients' queries over UDP and TCP: how many are answered, how fast; the servers' TCP
+counters (every one, zeros included: none counts until a bound or a deadline is reached)
+and the connections open at the end."""
 
 from __future__ import annotations
 
@@ -10,6 +12,13 @@ import time
 
 from benchmarks.robustness.serving import DnsServer, ask, stub_query
 from benchmarks.robustness.table import table
+
+#: what sim.sockets.tcp counts (listener or process full: the connection evicted or the new
+#: one refused; a deadline that closed one)
+TCP_COUNTERS = (*(f"tcp_{bound}_full_{what}" for bound in ("listener", "process")
+                  for what in ("evicted_idle", "evicted_stalled", "refused")),
+                "tcp_idle_closed", "tcp_slow_message_closed", "tcp_lifetime_closed",
+                "tcp_write_timeout_closed")
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -56,11 +65,14 @@ def run(args: argparse.Namespace) -> dict:
                          "median_ms": round(1000 * times[len(times) // 2], 1) if times
                          else None})
         c = srv.counters()
-        tcp_counts = {k: v for k, v in {**c["servers"], **c["adapter"]}.items()
-                      if k.startswith("tcp_")}
+        both = [c["servers"], c["adapter"]]  # the servers', the resolver's listener
+        tcp_counts = {k: sum(d.get(k, 0) for d in both)
+                      for k in sorted({*TCP_COUNTERS, *(k for d in both for k in d
+                                                        if k.startswith("tcp_"))})}
         return {"kind": "tcp", "held": args.held, "connect_failed": failed,
                 "open_seconds": round(opened, 1), "alive": srv.alive(), "probes": rows,
-                "server_tcp_counters": tcp_counts}
+                "server_tcp_counters": tcp_counts, "tcp_open": c.get("tcp_open"),
+                "listeners": len(targets), "per_listener": args.tcp_per_server}
     finally:
         for s in held:
             s.close()
@@ -84,4 +96,6 @@ def show(result: dict) -> None:
           f"({result['connect_failed']} failed to connect), opened in "
           f"{result['open_seconds']} s; server process alive: {result['alive']}")
     table(result["probes"])
+    print(f"{result['listeners']} listeners, each keeping {result['per_listener']} "
+          f"connections; open at the end: {json.dumps(result.get('tcp_open'))}")
     print("server TCP counters:", json.dumps(result["server_tcp_counters"], sort_keys=True))

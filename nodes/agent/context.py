@@ -10,6 +10,9 @@
 * :class:`Scopes` — RBAC (§9): a tool is visible if granted to the user (tool ids), to one
   of the roles (zone suffixes: ``weather.tools.`` grants every tool at or below it) or to
   the organisation (the tool's ``org``, e.g. of a certified zone ``hku.weather.tools.``).
+  Zones and organisations are DNS names: compared case-folded, zones made absolute. A
+  :class:`ToolContext` with scopes refuses to bind a tool outside them, whatever path
+  (discovery, fallback, always-include) offers it.
 * :func:`static_tokens` — static binding's cost: every tool the user may use at once.
 """
 
@@ -71,18 +74,29 @@ class ToolInfo:
     endpoint: Endpoint | None = None  # as last answered (hits return it)
 
 
+def zone_name(name: str) -> str:
+    """A zone name as scopes compare it: case-folded, absolute (``Weather.Tools`` ->
+    ``weather.tools.``)."""
+    return name.strip().lower().rstrip(".") + "."
+
+
 @dataclass(frozen=True)
 class Scopes:
-    """RBAC visibility: the union of user, role and organisation grants (§9.1)."""
+    """RBAC visibility: the union of user, role and organisation grants (§9.1). Roles and
+    organisations are normalised on construction (DNS names: case-folded, zones absolute)."""
 
     user: frozenset[str] = frozenset()  # tool ids granted to the user
     roles: tuple[str, ...] = ()  # zone suffixes ("weather.tools.") granted to a role held
     orgs: frozenset[str] = frozenset()  # organisations the user belongs to
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "roles", tuple(zone_name(r) for r in self.roles))
+        object.__setattr__(self, "orgs", frozenset(o.strip().lower() for o in self.orgs))
+
     def allows(self, tool: ToolInfo) -> bool:
-        if tool.id in self.user or tool.org in self.orgs:
+        if tool.id in self.user or tool.org.lower() in self.orgs:
             return True
-        zone = tool.zone
+        zone = zone_name(tool.zone)
         return any(zone == r or zone.endswith("." + r) for r in self.roles)
 
 
@@ -95,14 +109,24 @@ class _Entry:
 
 
 class ToolContext:
-    """Session tool cache: capacity over discovered tools, TTL then LRU eviction."""
+    """Session tool cache: capacity over discovered tools, TTL then LRU eviction. With
+    ``scopes``, nothing outside them is ever bound: :meth:`bind` refuses (and counts) such
+    tools, and an always-include tool outside them is an error."""
 
-    def __init__(self, capacity: int, ttl: float, always: Iterable[ToolInfo] = ()) -> None:
+    def __init__(self, capacity: int, ttl: float, always: Iterable[ToolInfo] = (),
+                 scopes: Scopes | None = None) -> None:
         if capacity < 1:
             raise ValueError("capacity must be ≥ 1")
         self.capacity = capacity
         self.ttl = ttl
+        self.scopes = scopes
         self.always = {t.id: t for t in always}
+        outside = [t for t in self.always if scopes is not None
+                   and not scopes.allows(self.always[t])]
+        if outside:
+            raise ValueError(f"always-include tools outside the RBAC scopes: "
+                             f"{', '.join(outside[:3])}")
+        self.refused = 0  # tools offered to bind outside the scopes
         self._entries: OrderedDict[str, _Entry] = OrderedDict()  # LRU order, oldest first
         self.evicted: Counter[str] = Counter()  # reason -> tools evicted
 
@@ -145,9 +169,13 @@ class ToolContext:
             self._entries.move_to_end(tool_id)
 
     def bind(self, tools: Iterable[ToolInfo], now: float) -> list[str]:
-        """Bind discovered tools (or refresh them); evict on overflow. Returns evicted ids."""
+        """Bind discovered tools (or refresh them); evict on overflow. Returns evicted ids.
+        Tools outside the scopes are refused (counted in ``refused``), never bound."""
         for tool in tools:
             if tool.id in self.always:
+                continue
+            if self.scopes is not None and not self.scopes.allows(tool):
+                self.refused += 1
                 continue
             entry = self._entries.get(tool.id)
             if entry is None:

@@ -22,18 +22,21 @@ RBAC is applied inside the session's search, before anything is bound: DNS serve
 know the user, so answered tools outside the scopes are dropped (and counted) and never
 enter the context. When fewer than ``min_tools`` survive, a fallback runs: ``wider`` (a
 second discovery with a larger K and/or beam, through the engine like any other) or
-``registry`` (the marketplace, §10: an AgentDNS search over HTTP/1.1). The registry exchange
-is real bytes between the real client (:class:`nodes.registry.client.RegistryAgent`) and
-server (:class:`nodes.registry.server.RegistryServer`) in process; its wire cost and delay
-are MODELLED by the caller (:class:`~nodes.agent.fallback.RegistryFallback`), not carried by
-an engine: the discovery finishes after the modelled delay on the agent's timer.
+``registry`` (the marketplace, §10: an AgentDNS search over HTTP/1.1). Every path passes
+the same scopes: the fallbacks' tools are admitted like the first answer's, and the tool
+context itself refuses anything outside them (:class:`~nodes.agent.context.ToolContext`).
+The registry exchange is real bytes between the real client
+(:class:`nodes.registry.client.RegistryAgent`) and server
+(:class:`nodes.registry.server.RegistryServer`) in process; its wire cost and delay are
+MODELLED by the caller (:class:`~nodes.agent.fallback.RegistryFallback`), not carried by an
+engine: the discovery finishes after the modelled delay on the agent's timer.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -92,7 +95,7 @@ class Session:
 
     def __init__(self, config: SessionConfig, always: Iterable[ToolInfo] = ()) -> None:
         self.config = config
-        self.context = ToolContext(config.capacity, config.ttl, always)
+        self.context = ToolContext(config.capacity, config.ttl, always, config.scopes)
         self.guard = IterationGuard(config.guard_window, config.guard_max_repeats,
                                     config.guard_exempt, config.guard_period)
         self._intents: dict[tuple, tuple[str, ...]] = {}  # intent key -> tool ids answered
@@ -116,7 +119,7 @@ class Session:
             return self.context.always[tool_id]
         return self.context._entries[tool_id].tool
 
-    def admit(self, tools: list[ToolInfo | None]) -> tuple[list[ToolInfo], int]:
+    def admit(self, tools: Sequence[ToolInfo | None]) -> tuple[list[ToolInfo], int]:
         """RBAC inside the search: the answered tools the scopes allow, and how many were
         dropped (unknown tools count as outside any scope)."""
         scopes = self.config.scopes
@@ -293,8 +296,9 @@ class SessionAgent:
             info.fallback_bytes_up, info.fallback_bytes_down = got.bytes_up, got.bytes_down
             info.fallback_packets, info.fallback_delay_s = got.packets, got.delay
             info.fallback_tools = len(got.tools)
-            # marketplace tools are installable suggestions (§10.1): not RBAC-filtered
-            kept = list({t.id: t for t in [*kept, *got.tools]}.values())
+            offered, filtered = self.session.admit(got.tools)  # scopes apply here too
+            info.rbac_filtered += filtered
+            kept = list({t.id: t for t in [*kept, *offered]}.values())
             outer.endpoints = [t.endpoint for t in kept if t.endpoint is not None]
             self.session.bind(job.key, kept, now)
             self._wrap_up(job, kept, now, before)

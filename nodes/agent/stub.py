@@ -2,8 +2,11 @@
 
 An agent knows only its resolver. ``ask(tag, request, now)`` queues one SRV query for the
 cursor name of ``request.start`` carrying the intent option; the reply's SRV answers and
-the A records in its additional section are the discovered endpoints. Timeouts retry over
-UDP, a TC reply is retried over TCP, and replies are validated (ID, question, source).
+the A records in its additional section are the discovered endpoints, best first: ordered
+by SRV priority (the rank, lowest first, RFC 2782; equal priorities keep the order they
+came in), never by the RRset order, which caches and stock recursors shuffle. Timeouts
+retry over UDP, a TC reply is retried over TCP, and replies are validated (ID, question,
+source).
 
 With ``style="qname"`` (for stock recursors, which drop the option) the intent goes in the
 name instead (:func:`nodes.dns.wire.intent_qname`, no option), the answer is a CNAME chain
@@ -17,10 +20,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Literal
 
 from dnslib import RCODE, DNSHeader, DNSQuestion, DNSRecord
 
+from nodes.dns.codec import parse_message
 from nodes.dns.message import TYPE_A, TYPE_SRV, encode_query, parse_response
 from nodes.dns.wire import (
     DEFAULT_EDNS_SIZE,
@@ -36,6 +41,7 @@ from nodes.resolver.types import Discovery, Endpoint, Outgoing, Step, Transport
 
 TYPE_AAAA = 28
 _QTYPE_NAMES = {TYPE_SRV: "SRV", TYPE_A: "A", TYPE_AAAA: "AAAA"}
+_PRIORITY = attrgetter("priority")
 
 
 @dataclass
@@ -177,7 +183,7 @@ class StubAgent:
         msg = parse_response(data)  # fast path for the common shapes; else dnslib
         if msg is None:
             try:
-                msg = DNSRecord.parse(data)
+                msg = parse_message(data, text=True)  # names checked (nodes.dns.codec)
             except Exception:
                 self.ignored += 1
                 return
@@ -205,6 +211,7 @@ class StubAgent:
                      address6=v6.get(normalise(rr.rdata.target)))
             for rr in msg.rr if rr.rtype == TYPE_SRV
         ]
+        p.result.endpoints.sort(key=_PRIORITY)  # the rank, whatever order the RRset came in
         p.result.rcode = RCODE[msg.header.rcode]
         missing = list(dict.fromkeys(e.target for e in p.result.endpoints if e.address is None))
         missing6 = (list(dict.fromkeys(e.target for e in p.result.endpoints

@@ -90,8 +90,9 @@ def top_children(state: ZoneState, scorer: Scorer, service: str, text: str, k: i
 
 def tools_answer(state: ZoneState, scorer: Scorer, service: str, proto: str, text: str,
                  k: int, want_scores: bool = False) -> Reply:
-    """A leaf's top-K SRV records (owned by the query name) with the targets' A (then
-    AAAA) records; NODATA when the leaf has no tool of the service."""
+    """A leaf's top-K SRV records (owned by the query name, each with its rank as its
+    priority: ``Reply.ranked``) with the targets' A (then AAAA) records; NODATA when the
+    leaf has no tool of the service."""
     tools = state.tools.get((service, proto))
     if tools is None:
         tools = state.tools_of(service, proto, scorer)
@@ -103,7 +104,8 @@ def tools_answer(state: ZoneState, scorer: Scorer, service: str, proto: str, tex
     additional = [recs[1] for recs in picked]
     if tools.aaaa:  # every A first: under the size limit IPv4 addresses go first
         additional += [recs[2] for recs in picked if recs[2] is not None]
-    return Reply(NOERROR, True, [recs[0] for recs in picked], (), additional, scores=scores)
+    return Reply(NOERROR, True, [recs[0] for recs in picked], (), additional, scores=scores,
+                 ranked=True)
 
 
 def standard(state: ZoneState, scorer: Scorer, qname: str, qtype: int,

@@ -3,7 +3,9 @@
 :func:`fit` encodes a :class:`~nodes.authoritative.reply.Reply` into the response bytes
 (header, question, sections, OPT), compressing names against the question's, and stops at
 the size limit: optional additional records are left out, anything else sets TC (over UDP
-with empty sections, so the client retries over TCP).
+with empty sections, so the client retries over TCP). A ranked answer (a leaf's top K) gets
+each SRV record's rank written into its priority here, at reply time, so the records stay
+encoded once per tool (:class:`nodes.authoritative.zonestate.Tools`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from nodes.dns.wire import CLASSIC_UDP_SIZE, MAX_MESSAGE_SIZE
 
 HEADER = struct.Struct("!HHHHHH")
 COUNTS3 = struct.Struct("!HHH")  # ANCOUNT, NSCOUNT, ARCOUNT
+PRIORITY = struct.Struct("!H")
+#: Where a ranked SRV record's priority starts: after the owner (a 2-byte pointer to the
+#: question name), TYPE, CLASS, TTL and RDLENGTH.
+SRV_PRIORITY_AT = 12
 
 
 def size_limit(opt_udp: int | None, max_udp_size: int, transport: str) -> int:
@@ -106,9 +112,26 @@ def fit(q: QueryView, reply: Reply, transport: str, names: dict[str, int] | None
             del buf[12 + len(question):]
             counts3 = [0, 0, 0]
         buf[2] |= 0x02
+    if reply.ranked and counts3[0]:
+        rank_into(buf, 12 + len(question), reply, counts3[0])
     if opt_udp is not None:
         # scores describe every record chosen: a truncated reply goes without them
         buf += plain_opt if truncated else opt
         counts3[2] += 1
     COUNTS3.pack_into(buf, 6, *counts3)
     return bytes(buf)
+
+
+def rank_into(buf: bytearray, start: int, reply: Reply, n: int) -> None:
+    """Write the ranks 0, 1, … as the SRV priorities of the first ``n`` answer records of a
+    ranked reply (``start``: where the answer section begins in ``buf``). Each record is a
+    fixed-bytes SRV owned by the question name (``Rec.wire``); ranks beyond 65535 (a K = 0
+    answer of a huge leaf) share the last priority."""
+    pos = start + SRV_PRIORITY_AT
+    pack_into = PRIORITY.pack_into
+    for rank in range(n):
+        wire = reply.answer[rank].wire
+        if wire is None:  # not a fixed-bytes record: not a ranking fit() can patch
+            break
+        pack_into(buf, pos, rank if rank < 0xFFFF else 0xFFFF)
+        pos += len(wire)

@@ -17,15 +17,18 @@ BADVERS = 16  # RFC 6891 extended RCODE
 class Reply:
     """Sections of a reply before encoding (a plain class: one is built per query)."""
 
-    __slots__ = ("aa", "additional", "answer", "authority", "ext_rcode", "rcode", "required",
-                 "scores")
+    __slots__ = ("aa", "additional", "answer", "authority", "ext_rcode", "ranked", "rcode",
+                 "required", "scores")
 
     def __init__(
         self, rcode: int, aa: bool = False, answer: Sequence[Rec] = (),
         authority: Sequence[Rec] = (), additional: Sequence[Rec] = (), ext_rcode: int = 0,
-        required: int = 0, scores: bytes | None = None,
+        required: int = 0, scores: bytes | None = None, ranked: bool = False,
     ) -> None:
         self.scores = scores  # scores option data, when the query asked for it
+        # the answer is a ranking of SRV records owned by the query name: fit() writes each
+        # one's rank (0 = best) as its SRV priority (RFC 2782: the lowest is tried first)
+        self.ranked = ranked
         self.rcode = rcode
         self.aa = aa
         self.answer = answer

@@ -40,10 +40,11 @@ to standard questions, delegations with their glue), SOA again, in as many messa
 most 65535 bytes as needed, each with the query's ID and question; IXFR is answered the same
 way (the AXFR-style fallback of RFC 1995 §4) unless the client already has the current
 serial (then the SOA alone). Transfers are allowed only to sources in ``transfer_acl``
-(loopback by default) or ``transfer_peers`` (the hierarchy's own servers, set by
-``sim.build.hierarchy``); others get REFUSED, a name that is not one of the server's zone
-apexes NOTAUTH. AXFR/IXFR reaching ``handle`` (over UDP) gets NOTIMP, as NSD and Knot answer
-AXFR over UDP. Transfers are never signed nor cached (:mod:`nodes.authoritative.transfer`).
+(empty by default) or ``transfer_peers``, within ``transfers``' bounds on transfers in
+progress and started (:class:`~nodes.authoritative.transfer.TransferGate`); others get
+REFUSED, a name that is not one of the server's zone apexes NOTAUTH. AXFR/IXFR reaching
+``handle`` (over UDP) gets NOTIMP, as NSD and Knot answer AXFR over UDP. Transfers are
+never signed nor cached (:mod:`nodes.authoritative.transfer`).
 """
 
 from __future__ import annotations
@@ -70,8 +71,7 @@ from nodes.authoritative.reply import (
     Reply,
 )
 from nodes.authoritative.transfer import (
-    LOOPBACK_ACL,
-    LOOPBACK_NETS,
+    TransferGate,
     allowed,
     networks,
     transfer_query,
@@ -150,7 +150,7 @@ class AuthoritativeServer:
         scores_code: int = SCORES_OPTION_CODE,
         embedding_code: int = EMBEDDING_OPTION_CODE,
         packet_cache_bytes: int = 16 * 1024 * 1024,
-        transfer_acl: Iterable[str] = LOOPBACK_ACL,
+        transfer_acl: Iterable[str] = (),
         cname_referral: bool = True,
         reply_memo: ReplyMemo | None = REPLY_MEMO,
     ) -> None:
@@ -164,9 +164,9 @@ class AuthoritativeServer:
         self.cname_referral = cname_referral
         # who may transfer the zones (AXFR/IXFR): sources in these networks, or any of
         # these exact addresses (sim.build.hierarchy puts the hierarchy's servers here)
-        self.transfer_acl = (LOOPBACK_NETS if transfer_acl is LOOPBACK_ACL
-                             else networks(transfer_acl))
+        self.transfer_acl = networks(transfer_acl)
         self.transfer_peers: frozenset[str] = frozenset()
+        self.transfers = TransferGate()  # transfers in progress and started, per client
         self.scores_code = scores_code  # the option asking for (and carrying) scores
         self.embedding_code = embedding_code  # the option carrying the intent's embedding
         self.signer = signer  # DNSSEC (nodes.dns.dnssec): replies to DO queries get signed
@@ -340,7 +340,7 @@ class AuthoritativeServer:
         counts = self.stats.counts
         counts["rx_tcp"] += 1
         try:
-            kind, messages = self._transfer(view, wire, src)
+            kind, messages = self._transfer(view, wire, src, now)
         except Exception:  # our bug, not the peer's
             kind, messages = "internal_error", [self._fit(view, Reply(SERVFAIL), "tcp")]
         counts[kind] += 1
@@ -352,9 +352,11 @@ class AuthoritativeServer:
         """Whether ``address`` may transfer zones (``transfer_peers``, ``transfer_acl``)."""
         return allowed(address, self.transfer_acl, self.transfer_peers)
 
-    def _transfer(self, q: QueryView, wire: bytes, src: Address) -> tuple[str, list[bytes]]:
-        if not self.transfer_allowed(src[0]):
-            return "xfr_refused_acl", [self._fit(q, Reply(REFUSED), "tcp")]
+    def _transfer(self, q: QueryView, wire: bytes, src: Address, now: float
+                  ) -> tuple[str, list[bytes]]:
+        refused = self.transfers.refusal(src[0], now, self.transfer_acl, self.transfer_peers)
+        if refused:
+            return refused, [self._fit(q, Reply(REFUSED), "tcp")]
         state = self._zones.get(q.qname) if q.qclass == 1 else None
         if state is None:  # not a zone apex this server holds (RFC 5936 §2.2.1)
             return "xfr_notauth", [self._fit(q, Reply(NOTAUTH), "tcp")]

@@ -6,7 +6,12 @@ apex), names in RDATA absolute. The records are
 :func:`nodes.authoritative.zonestate.zone_records`: exactly the static records a ToolDNS
 server answers to standard questions (SOA, NS, the apex summary TXT, in-zone server
 addresses, delegations with NS and glue, tools' SRV at ``_svc._proto.<zone>`` and A/TXT at
-their targets), the same records an AXFR sends.
+their targets), the same records an AXFR sends, plus :func:`walk_records`: one wildcard
+per service and protocol, ``*._svc._proto.<zone>``, of a private-use type with empty RDATA,
+so that a static copy (NSD, Knot, BIND, a secondary filled by AXFR) holds every name a
+walk touches that ToolDNS answers as existing (``_tcp.<zone>``, ``_mcp._tcp.<zone>``, the
+partly unfolded intent names below it, RFC 9156): NODATA there, as ToolDNS answers, never
+the NXDOMAIN that, cached as RFC 8020 allows, would deny every intent name below.
 
 Not exportable, and said so in the header: the intent answers (a cursor name such as
 ``_mcp._tcp._tools.`` with the EDNS0 intent option, answered by the top K of a semantic
@@ -15,10 +20,12 @@ file is unsigned: ToolDNS signs replies online (``nodes.dns.dnssec``, no NSEC ch
 static file can reproduce; a server that needs DNSSEC signs the file itself.
 
 Before anything is written every name is checked (labels of 1–63 bytes, names of at most
-255 bytes in wire form, ASCII), as are addresses, ports and TXT sizes: a bad zone raises
-:class:`ZoneFileError` naming the zone and the record instead of producing a file a server
-would reject. TXT strings are written quoted with ``\\"`` and ``\\\\`` escaped and every
-byte outside printable ASCII as ``\\DDD``, each at most 255 bytes. An RRset too large for
+255 bytes in wire form, ASCII, no ``*`` label), as are addresses, ports and TXT sizes: a
+bad zone raises :class:`ZoneFileError` naming the zone and the record instead of producing
+a file a server would reject. Names are written as RFC 1035 §5.1 text: a label's printable
+special characters (``;``, ``(``, ``"``, ``\\``, ``@``, ``$``, …) escaped as ``\\X``, other
+bytes as ``\\DDD``; TXT strings quoted with ``\\"`` and ``\\\\`` escaped and every byte
+outside printable ASCII as ``\\DDD``, each at most 255 bytes. An RRset too large for
 one DNS message (a leaf with over a thousand tools of one service) is still written, with a
 warning in the header (:func:`oversized`); BIND refuses to load the largest such sets.
 """
@@ -32,13 +39,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nodes.authoritative.zonestate import zone_records
-from nodes.dns.codec import NS, SOA, SRV, TXT, A, Rec, name_wire
-from nodes.dns.wire import MAX_MESSAGE_SIZE
+from nodes.dns.codec import AAAA, NS, SOA, SRV, TXT, A, Rec, name_wire
+from nodes.dns.wire import MAX_MESSAGE_SIZE, PROTOCOLS, SERVICES
 from nodes.dns.zone import ZoneData
 
-TYPE_NAMES = {A: "A", NS: "NS", SOA: "SOA", TXT: "TXT", SRV: "SRV"}
+#: the type of :func:`walk_records`: the first private-use type (RFC 6895 §3.1), which no
+#: resolver asks for (BIND keeps its signing state in 65534)
+WALK_TYPE = 65280
+TYPE_NAMES = {A: "A", AAAA: "AAAA", NS: "NS", SOA: "SOA", TXT: "TXT", SRV: "SRV"}
 _PRINTABLE_SAFE = frozenset(range(0x20, 0x7F)) - {ord('"'), ord("\\")}
-_NAME_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
+# written as they are in a name; other printable bytes get a backslash, the rest \DDD
+_NAME_PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
 
 
 class ZoneFileError(ValueError):
@@ -64,9 +75,8 @@ def name_problem(name: str) -> str | None:
             return "has an empty label"
         if len(label) > 63:
             return f"has a label of {len(label)} bytes (at most 63): {label[:20].decode()}…"
-        if not all(c in _NAME_SAFE for c in label):
-            bad = next(chr(c) for c in label if c not in _NAME_SAFE)
-            return f"has the character {bad!r} (letters, digits, '-', '_' only)"
+        if label == b"*":  # a static copy would expand it as a wildcard
+            return "has a '*' label (a wildcard in a zone file)"
     size = sum(len(label) + 1 for label in labels) + 1
     if size > 255:
         return f"is {size} bytes in wire form (at most 255)"
@@ -147,22 +157,38 @@ def _split_character_strings(rdata: bytes) -> list[bytes]:
     return strings
 
 
+def name_text(name: str) -> str:
+    """A name (absolute with its trailing dot, or relative) in master-file form: labels'
+    printable special characters escaped as ``\\X``, other bytes as ``\\DDD`` (RFC 1035
+    §5.1), so that a hostile label can neither end the name nor start a comment."""
+    if name in (".", ""):
+        return "."
+    labels = name[:-1] if name.endswith(".") else name
+    text = ".".join("".join(chr(c) if c in _NAME_PLAIN else "\\" + chr(c) if 0x20 < c < 0x7F
+                            else f"\\{c:03d}" for c in label.encode("ascii"))
+                    for label in labels.split("."))
+    return text + "." if name.endswith(".") else text
+
+
 def _owner_text(owner: str, origin: str) -> str:
     if owner == origin:
         return "@"
     if origin == ".":
-        return owner[:-1]
+        return name_text(owner[:-1])
     if owner.endswith("." + origin):
-        return owner[: -len(origin) - 1]
-    return owner
+        return name_text(owner[: -len(origin) - 1])
+    return name_text(owner)
 
 
 def rdata_text(rec: Rec) -> str:
     """The RDATA of a server record (:class:`nodes.dns.codec.Rec`) in master-file form."""
     fixed = [p for p in rec.rdata if isinstance(p, bytes)]  # in RDATA order
     names = [p for p in rec.rdata if isinstance(p, str)]
+    names = [name_text(n) for n in names]
     if rec.rtype == A:
         return str(ipaddress.IPv4Address(fixed[0]))
+    if rec.rtype == AAAA:
+        return str(ipaddress.IPv6Address(fixed[0]))
     if rec.rtype == NS:
         return names[0]
     if rec.rtype == SOA:
@@ -173,13 +199,36 @@ def rdata_text(rec: Rec) -> str:
         return f"{priority} {weight} {port} {names[0]}"
     if rec.rtype == TXT:
         return txt_text(_split_character_strings(fixed[0]))
+    if rec.rtype == WALK_TYPE and not names:  # RFC 3597 §5 generic form
+        data = b"".join(p for p in fixed)
+        return f"\\# {len(data)} {data.hex()}".rstrip()
     raise ValueError(f"no master-file form for type {rec.rtype}")
 
 
 def record_line(rec: Rec, origin: str) -> str:
     """One record as a master-file line: owner, TTL, class, type, RDATA."""
-    return (f"{_owner_text(rec.owner, origin)}\t{rec.ttl}\tIN\t{TYPE_NAMES[rec.rtype]}\t"
-            f"{rdata_text(rec)}")
+    kind = TYPE_NAMES.get(rec.rtype, f"TYPE{rec.rtype}")
+    return f"{_owner_text(rec.owner, origin)}\t{rec.ttl}\tIN\t{kind}\t{rdata_text(rec)}"
+
+
+def walk_records(zone: ZoneData) -> list[Rec]:
+    """``*._svc._proto.<zone>`` for every ToolDNS service and protocol, each one record of
+    :data:`WALK_TYPE` with empty RDATA (none at or below a delegation of the zone).
+
+    A ToolDNS server answers every name under ``_svc._proto.<zone>`` as existing: intent
+    names computed per query, and the empty non-terminals above them that a
+    QNAME-minimising resolver (RFC 9156) asks on its way down. A master file cannot hold
+    names computed per query; these wildcards make the same names exist in a static copy
+    (their parents become empty non-terminals), which then answers NODATA for every
+    standard type there, as ToolDNS does, instead of NXDOMAIN (RFC 8020: nothing below).
+    Only :data:`WALK_TYPE` itself (and ANY) is answered differently, with this record.
+    """
+    origin = _absolute(zone.name).lower()
+    suffix = "" if origin == "." else origin
+    cuts = tuple("." + child.zone.lower() for child in zone.children)
+    owners = [f"*._{service}._{proto}.{suffix}" for service in SERVICES for proto in PROTOCOLS]
+    return [Rec(owner, WALK_TYPE, zone.ttls.ns, (b"",)) for owner in owners
+            if not any(owner.endswith(cut) for cut in cuts)]
 
 
 @dataclass(frozen=True)
@@ -232,13 +281,15 @@ def header(zone: ZoneData, records: int, source: str = "",
     primary = zone.servers[0] if zone.servers else None
     source = " ".join(source.split()).encode("ascii", "backslashreplace").decode()
     lines = [
-        f"Zone {origin} exported from ToolDNS{f' ({source})' if source else ''}",
+        f"Zone {name_text(origin)} exported from ToolDNS{f' ({source})' if source else ''}",
         f"serial {zone.serial}, {records} records"
-        + (f", primary {primary.host} ({primary.address})" if primary else ""),
+        + (f", primary {name_text(primary.host)} ({primary.address})" if primary else ""),
         "",
         "Static records only: what a ToolDNS server answers to standard questions (SOA,",
         "NS, glue, the summary TXT at the apex, tools' SRV at _svc._proto.<zone> and A/TXT",
         "at their targets); the same records an AXFR from the ToolDNS server sends.",
+        f"The TYPE{WALK_TYPE} wildcards at *._svc._proto.<zone> make the names under",
+        "_svc._proto.<zone> exist, as on ToolDNS: NODATA there, not NXDOMAIN.",
         "Not exportable: the ToolDNS intent answers (cursor names such as",
         "_mcp._tcp._<zone> with the EDNS0 intent option, answered with the top K of a",
         "semantic ranking per query) and the children's summary TXT sent with K = 0",
@@ -264,8 +315,9 @@ def master_file(zone: ZoneData, source: str = "", records: list[Rec] | None = No
     recs = zone_records(zone) if records is None else records
     origin = _absolute(zone.name).lower()
     soa = recs[0]
-    lines = header(zone, len(recs), source,
+    walk = walk_records(zone)
+    lines = header(zone, len(recs) + len(walk), source,
                    oversized(recs) if warnings is None else warnings)
-    lines += [f"$ORIGIN {origin}", f"$TTL {soa.ttl}", ""]
-    lines += [record_line(rec, origin) for rec in recs]
+    lines += [f"$ORIGIN {name_text(origin)}", f"$TTL {soa.ttl}", ""]
+    lines += [record_line(rec, origin) for rec in (*recs, *walk)]
     return "\n".join(lines) + "\n"

@@ -91,7 +91,10 @@ ToolRecs = tuple[Rec, Rec, Rec | None]
 
 class Tools:
     """A leaf's tools of one service, with their score index; each tool's records are
-    encoded when an answer first chooses it (a query picks K of them)."""
+    encoded when an answer first chooses it (a query picks K of them). The SRV record is
+    encoded once, with the tool's configured priority and weight; an answer that ranks it
+    sends its rank as the priority instead (written at reply time by
+    :func:`nodes.authoritative.fit.rank_into`; the weight stays as configured)."""
 
     __slots__ = ("aaaa", "index", "rank", "records", "tools", "ttls")
 

@@ -6,7 +6,9 @@ protocol — the bottleneck of every measurement. So the server:
 
 * reads the common query shape (one question, at most one OPT record) with ``struct``
   (:func:`parse_query`, which remembers the names it has decoded) and hands anything else
-  to dnslib (:func:`view_from_dnslib`);
+  to dnslib (:func:`view_from_dnslib`, through :func:`parse_message`, which refuses the
+  names dnslib reads but cannot write: a label over 63 bytes, a name over 255, a pointer
+  in the first question name);
 * keeps every record it may send as a :class:`Rec` encoded once at zone load: the whole
   record where nothing depends on the message (an SRV owned by the question's name), else
   fixed chunks plus names prepared for compression (:func:`prepare_name`);
@@ -24,7 +26,7 @@ import struct
 from collections import OrderedDict
 from functools import lru_cache
 
-from dnslib import DNSBuffer, DNSRecord
+from dnslib import DNSBuffer, DNSLabel, DNSRecord
 
 _HEADER = struct.Struct("!HHHHHH")
 _RR_FIXED = struct.Struct("!HHIH")
@@ -199,12 +201,74 @@ def parse_query(wire: bytes) -> QueryView | None:
                      tuple(opts))
 
 
-def view_from_dnslib(wire: bytes) -> QueryView:
-    """Slow path: dnslib parses; raises FormatError on anything it cannot read."""
+def wire_name_ok(name: DNSLabel, text: bool = False) -> bool:
+    """Whether a name dnslib decoded can go back on the wire: labels of 1–63 bytes, at most
+    255 bytes in all (RFC 1035 §2.3.4). dnslib's reader takes a length byte of 64–191
+    (reserved and extended label types) as a label and puts no bound on a name's length;
+    its writer raises on both.
+
+    ``text``: also whether the name survives dnslib's text form, which nodes that keep
+    names as text (the resolver, the agents) turn back into labels: no ``.`` or ``\\``
+    inside a label (unescaped in ``str(DNSLabel)``) and no byte over 127 (IDNA-encoded on
+    the way back, which changes the name or raises)."""
+    size = 1
+    for label in name.label:
+        n = len(label)
+        if not 0 < n <= 63:
+            return False
+        if text and (b"." in label or b"\\" in label or not label.isascii()):
+            return False
+        size += 1 + n
+    return size <= 255
+
+
+def _names_ok(msg: DNSRecord, text: bool) -> bool:
+    """:func:`wire_name_ok` for every name of ``msg``: questions, owners, RDATA names."""
+    for q in msg.questions:
+        if not wire_name_ok(q.qname, text):
+            return False
+    for rr in (*msg.rr, *msg.auth, *msg.ar):
+        if not wire_name_ok(rr.rname, text):
+            return False
+        for value in getattr(rr.rdata, "__dict__", {}).values():
+            if isinstance(value, DNSLabel) and not wire_name_ok(value, text):
+                return False
+    return True
+
+
+def _question_pointer(wire: bytes) -> bool:
+    """Whether the first question name holds a compression pointer: nothing precedes it
+    but the header, so the pointer reads the header (or points forward)."""
+    if len(wire) < 13 or not (wire[4] or wire[5]):
+        return False
+    pos, size = 12, len(wire)
+    while pos < size:
+        n = wire[pos]
+        if not n:
+            return False
+        if n > 63:
+            return True
+        pos += 1 + n
+    return False
+
+
+def parse_message(wire: bytes, text: bool = False) -> DNSRecord:
+    """A peer's message parsed by dnslib, or FormatError: what dnslib cannot read (pointer
+    loops and forward pointers included), a pointer in the first question name, or a name
+    that cannot be written back (:func:`wire_name_ok`; with ``text``, nor kept as text)."""
     try:
         msg = DNSRecord.parse(wire)
-    except Exception as exc:  # dnslib raises several types on garbage
-        raise FormatError(str(exc)) from None
+    except Exception as exc:  # dnslib raises several types on garbage (RecursionError too)
+        raise FormatError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    if _question_pointer(wire) or not _names_ok(msg, text):
+        raise FormatError("a malformed name")
+    return msg
+
+
+def view_from_dnslib(wire: bytes) -> QueryView:
+    """Slow path: dnslib parses (:func:`parse_message`); raises FormatError on anything it
+    cannot read."""
+    msg = parse_message(wire)
     h = msg.header
     flags = (h.qr << 15) | (h.opcode << 11) | (h.aa << 10) | (h.tc << 9) | (h.rd << 8) | (
         h.ra << 7) | (h.z << 4) | h.rcode

@@ -165,24 +165,32 @@ class Message:
         return DNSRecord.parse(self.wire)
 
 
+#: Pointers followed in a row to read one name (a name has at most 127 labels).
+_MAX_HOPS = 127
+
+
 class _Decline(Exception):
     """Not a shape read here: the caller falls back to dnslib."""
 
 
-def _name(wire: bytes, pos: int, memo: dict[int, str]) -> tuple[str, int]:
+def _name(wire: bytes, pos: int, memo: dict[int, str], hops: int = 0) -> tuple[str, int]:
     """Dotted name at ``pos`` and the offset after it; a pointer must point before the
-    name's first byte (so a chain of them always moves backwards and ends).
+    name's first byte (so a chain of them always moves backwards and ends), a chain of
+    pointers not already read is followed at most ``_MAX_HOPS`` deep, and the name takes
+    at most 255 bytes on the wire (else dnslib reads the message, and refuses it).
 
     ``memo`` maps offsets of names already read in this message to their text, so a
     compressed name costs one lookup per pointer.
     """
+    if hops > _MAX_HOPS:
+        raise _Decline
     first = pos
     n = wire[pos]
     if n >= 0xC0:  # a bare pointer (most owner names in a compressed message)
         ptr = (n & 0x3F) << 8 | wire[pos + 1]
         if ptr >= first:  # strictly before this name: no loops, bounded recursion
             raise _Decline
-        return memo.get(ptr) or _name(wire, ptr, memo)[0], pos + 2
+        return memo.get(ptr) or _name(wire, ptr, memo, hops + 1)[0], pos + 2
     raws: list[bytes] = []
     starts: list[int] = []
     while True:
@@ -195,7 +203,7 @@ def _name(wire: bytes, pos: int, memo: dict[int, str]) -> tuple[str, int]:
             end = pos + 2
             if ptr >= first:  # strictly before this name: no loops, bounded recursion
                 raise _Decline
-            suffix = memo.get(ptr) or _name(wire, ptr, memo)[0]
+            suffix = memo.get(ptr) or _name(wire, ptr, memo, hops + 1)[0]
             if suffix == ".":
                 suffix = ""
             break
@@ -210,6 +218,8 @@ def _name(wire: bytes, pos: int, memo: dict[int, str]) -> tuple[str, int]:
     if joined.translate(None, _SAFE_OR_DOT) or joined.count(46) != len(raws) - 1:
         raise _Decline
     text = joined.decode("ascii") + "." + suffix
+    if len(text) > 254:  # over 255 bytes on the wire (the dotted form is one shorter)
+        raise _Decline
     for start in starts:  # label i starts at the same offset in the text as in the run
         memo[start] = text[start - first :]
     return text, end

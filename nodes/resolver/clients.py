@@ -93,9 +93,9 @@ def answer(config: ResolverConfig, query: DNSRecord | QueryView, wire: bytes, va
                 reply.add_auth(rr)
     elif result.endpoints:
         owner = query.q.qname
-        for ep in result.endpoints:
+        for rank, ep in enumerate(result.endpoints):  # the rank as priority (RFC 2782)
             reply.add_answer(RR(owner, TYPE_SRV, ttl=60, rdata=SRV(
-                priority=ep.priority, weight=ep.weight, port=ep.port, target=ep.target)))
+                priority=min(rank, 0xFFFF), weight=ep.weight, port=ep.port, target=ep.target)))
         for ep in result.endpoints:
             reply.add_ar(RR(ep.target, TYPE_A, ttl=60, rdata=A(ep.address)))
     elif result.error and not result.endpoints:
@@ -122,7 +122,8 @@ def _fast_answer(config: ResolverConfig, query: QueryView, result: DiscoveryResu
         else CLASSIC_UDP_SIZE)
     eps = result.endpoints
     return encode_answer(query.id, query.flags >> 8 & 1, rcode, query.question,
-                         [(e.priority, e.weight, e.port, e.target) for e in eps],
+                         [(min(r, 0xFFFF), e.weight, e.port, e.target)  # rank: priority
+                          for r, e in enumerate(eps)],
                          [(e.target, e.address or "") for e in eps],
                          config.edns_size if udp is not None else None, limit)
 

@@ -63,6 +63,11 @@ class ResolverConfig:
     # how queries to the authoritative servers travel: UDP (TC → TCP), or DNS over TLS on
     # connections the engine keeps open (the node only marks its Outgoing; no TC retry)
     upstream: Literal["udp", "tls"] = "udp"
+    # upstream tls, a server whose DNS over TLS cannot be reached (handshake refused, reset
+    # or timed out): "none" stays on TLS, trying the zone's other servers (RFC 8310's strict
+    # profile: never clear text); "tcp" / "udp" ask that server in clear text for a while
+    # (the opportunistic profile)
+    upstream_fallback: Literal["none", "tcp", "udp"] = "none"
     embedding_code: int = EMBEDDING_OPTION_CODE
     # MERGES[merge], looked up once here
     merge_policy: MergePolicy = field(init=False, repr=False, compare=False)

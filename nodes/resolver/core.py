@@ -28,7 +28,7 @@ from typing import TypeGuard
 
 from dnslib import QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
-from nodes.dns.codec import QueryView, parse_query
+from nodes.dns.codec import QueryView, parse_message, parse_query
 from nodes.dns.message import (
     RC_FORMERR,
     RC_NOTIMP,
@@ -119,6 +119,9 @@ class RecursiveResolver:
     ) -> None:
         self.config = config or ResolverConfig()
         self._upstream: Transport = self.config.upstream
+        fallback = self.config.upstream_fallback
+        # where a query to a server whose DNS over TLS failed goes (None: strict, TLS only)
+        self._fallback: Transport | None = None if fallback == "none" else fallback
         self.rng = rng
         # query IDs: from ``rng`` (seeded) in simulation, for determinism; the live adapters
         # set an OS-random source (RFC 5452: IDs an off-path attacker cannot predict)
@@ -202,6 +205,28 @@ class RecursiveResolver:
             self.infra.timed_out(pending.server)
             self._retry(pending, now, "timeout")
 
+    def upstream_lost(self, server: Address, transport: Transport, now: float,
+                      refused: bool) -> None:
+        """The engine lost ``server`` over ``transport``: a connection to it could not be
+        opened (``refused``: reset, refused, or the handshake timed out) or it closed with
+        queries on it. Those queries are retried at once, each on its zone's next server
+        (the one that failed ranks last: its SRTT doubles); with ``upstream_fallback`` a
+        server whose TLS was refused is asked in clear text for a while."""
+        self.caches.now = now
+        if refused:
+            self.stats["upstream_unreachable"] += 1
+            self.infra.timed_out(server)
+            if self._fallback is not None and transport == "tls":
+                self.infra.tls_failed(server, now)
+        lost = [p for p in self._pending.values()
+                if p.server == server and p.transport == transport]
+        for pending in lost:
+            del self._pending[pending.qid]
+            self.stats["upstream_lost"] += 1
+            if pending.step is not None:
+                pending.step.outcome = "unreachable"
+            self._retry(pending, now, "unreachable")
+
     def receive(self, data: bytes, src: Address, now: float, transport: Transport = "udp") -> None:
         """A response from upstream, or a query from a stub client."""
         self.caches.now = now
@@ -212,7 +237,7 @@ class RecursiveResolver:
                 return
         if msg is None:
             try:
-                msg = DNSRecord.parse(data)
+                msg = parse_message(data, text=True)  # names checked (nodes.dns.codec)
             except Exception:
                 self._malformed(data, src, transport)
                 return
@@ -266,6 +291,9 @@ class RecursiveResolver:
             self._bodies[key] = body
         wire = qid.to_bytes(2, "big") + body
         server = order[attempt % len(order)]
+        if (transport == "tls" and self._fallback is not None
+                and self.infra.without_tls(server, now)):
+            transport = self._fallback
         step = Step(ask.qname, _QTYPE_TEXT.get(ask.qtype) or QTYPE[ask.qtype], server,
                     transport, now, None, len(wire), 0, "sent", ask.intent is not None, qid)
         if task.result is not None:

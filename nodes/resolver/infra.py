@@ -1,5 +1,6 @@
-"""Server selection (Unbound's infra cache): the smoothed RTT of every server asked, and
-the order a zone's replicas are tried in (lowest SRTT first, or random)."""
+"""Server selection (Unbound's infra cache): the smoothed RTT of every server asked, the
+order a zone's replicas are tried in (lowest SRTT first, or random), and the servers whose
+DNS over TLS failed (asked in clear text for a while, when the configuration allows)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from nodes.dns.zone import Address
 from nodes.resolver.config import ResolverConfig
 
 SRTT_MAX = 65_536  # servers whose smoothed RTT is remembered
+TLS_DOWN_MAX = 4096  # servers whose failed DNS over TLS is remembered
+TLS_HOLDDOWN = 60.0  # seconds such a server is asked over the fallback transport
 
 
 class Infra:
@@ -18,6 +21,7 @@ class Infra:
         self.config = config
         self.rng = rng
         self.srtt: dict[Address, float] = {}
+        self.tls_down: dict[Address, float] = {}  # server -> until when TLS is not tried
 
     def order(self, servers: tuple[Address, ...]) -> list[Address]:
         """Replicas in the order they will be tried (lowest SRTT first, or random)."""
@@ -51,3 +55,21 @@ class Infra:
         if server not in srtt and len(srtt) >= SRTT_MAX:
             del srtt[next(iter(srtt))]  # forget the server learned first
         srtt[server] = value
+
+    def tls_failed(self, server: Address, now: float) -> None:
+        """A DNS-over-TLS connection to ``server`` could not be opened at ``now``."""
+        down = self.tls_down
+        down.pop(server, None)
+        if len(down) >= TLS_DOWN_MAX:
+            del down[next(iter(down))]  # the oldest failure is forgotten first
+        down[server] = now + TLS_HOLDDOWN
+
+    def without_tls(self, server: Address, now: float) -> bool:
+        """Whether ``server`` is in its hold-down after a failed DNS-over-TLS connection."""
+        until = self.tls_down.get(server)
+        if until is None:
+            return False
+        if until <= now:
+            del self.tls_down[server]
+            return False
+        return True

@@ -8,6 +8,7 @@ the certificate the servers present to resolvers that query them over DNS over T
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -114,14 +115,15 @@ def build_hierarchy(
     packet_cache_bytes: int = 16 * 1024 * 1024,
     cname_referral: bool = True,
     aaaa: bool = False,
+    allow_transfer: Sequence[str] = (),
 ) -> Hierarchy:
     """One :class:`AuthoritativeServer` per (zone, replica) (``packet_cache``: replies each
     server keeps for repeated queries, 0 for none, within ``packet_cache_bytes``); they
     share one scorer object, except with ``scorer="dense"``: the tools' texts are embedded
     once, here (``encoder``, a disk cache if given), and every server embeds each intent it
     sees itself, with its own cache, as separate machines would; so does every node
-    :meth:`Hierarchy.scorer` equips. Each server allows zone transfers (AXFR) to loopback
-    and to the hierarchy's own server addresses. ``aaaa``: tool targets also get AAAA
+    :meth:`Hierarchy.scorer` equips. Each server refuses zone transfers (AXFR) except to
+    the networks of ``allow_transfer``. ``aaaa``: tool targets also get AAAA
     records (:func:`nodes.dns.zone.aaaa_address`); the servers' own addresses stay IPv4."""
     servers_by_zone = assign_servers(ns, replicas=replicas, first=first_address)
     given = None if isinstance(scorer, str) else scorer
@@ -145,13 +147,11 @@ def build_hierarchy(
             servers[ref.address] = AuthoritativeServer(
                 [zone], scorer=own, option_code=option_code, max_udp_size=max_udp_size,
                 name=ref.host, packet_cache=packet_cache,
-                packet_cache_bytes=packet_cache_bytes, cname_referral=cname_referral)
+                packet_cache_bytes=packet_cache_bytes, cname_referral=cname_referral,
+                transfer_acl=allow_transfer)
             zone_of[ref.address] = zone.name
             manifest.append({"role": role, "zone": zone.name, "host": ref.host,
                              "address": ref.address, "org": zone.org})
-    peers = frozenset(servers)  # zone transfers: loopback (the default ACL) and these
-    for server in servers.values():
-        server.transfer_peers = peers
     root_hints = [ref.address for ref in servers_by_zone[ROOT]]
     return Hierarchy(ns, servers, zone_of, root_hints, name, manifest, option_code, given,
                      encoder if per_server else None)

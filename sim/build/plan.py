@@ -38,7 +38,8 @@ def scenario_hierarchy(sc: Scenario, ns: Namespace) -> Hierarchy:
                                               if sc.caches.packet_cache else 0),
                                 packet_cache_bytes=sc.caches.packet_cache_bytes,
                                 cname_referral=sc.namespace.cname_referral,
-                                aaaa=sc.namespace.aaaa)
+                                aaaa=sc.namespace.aaaa,
+                                allow_transfer=sc.namespace.allow_transfer)
     if (encoder := namespace_encoder(sc)) is not None:
         save_encoder_cache(encoder, atomic_write)  # the tools' embeddings, for the next run
     return hierarchy

@@ -16,7 +16,7 @@ from sim.accounting import TcpModel, http_cost
 from sim.build.network import Network
 from sim.build.registries import REGISTRY_HOST, build_registry, registry_ids
 from sim.build.runplan import RunPlan
-from sim.errors import ScenarioError
+from sim.errors import ScenarioError, did_you_mean
 from sim.scenario import Scenario
 from sim.schemes import DnsScheme, SchemeSpec
 from topologies.namespace import Namespace
@@ -53,17 +53,17 @@ def session_tool_of(ns: Namespace) -> Callable[[str], ToolInfo | None]:
 
 
 def session_scopes(sc: Scenario) -> Scopes | None:
-    """The sessions' RBAC scopes (``agents.session.scopes``), zones made absolute."""
+    """The sessions' RBAC scopes (``agents.session.scopes``; Scopes normalises the names)."""
     spec = sc.agents.session
     if spec is None or spec.scopes is None:
         return None
-    return Scopes(frozenset(spec.scopes.user),
-                  tuple(z if z.endswith(".") else z + "." for z in spec.scopes.roles),
-                  frozenset(spec.scopes.orgs))
+    return Scopes(frozenset(spec.scopes.user), spec.scopes.roles, frozenset(spec.scopes.orgs))
 
 
 def check_session_tools(sc: Scenario, ns: Namespace) -> None:
-    """Scenario errors of ``agents.session`` that need the namespace: unknown tool ids."""
+    """Scenario errors of ``agents.session`` that need the namespace: unknown tool ids, roles
+    naming no zone and organisations owning no tool (each would silently grant nothing),
+    always-include tools outside the scopes (the context never holds such a tool)."""
     spec = sc.agents.session
     if spec is None:
         return
@@ -74,6 +74,22 @@ def check_session_tools(sc: Scenario, ns: Namespace) -> None:
         if unknown:
             raise ScenarioError(f"agents.session.{field}: no tool with id "
                                 f"{', '.join(map(repr, unknown[:3]))} in the namespace")
+    if spec.scopes is None:
+        return
+    scopes = session_scopes(sc)
+    assert scopes is not None
+    for role in scopes.roles:
+        if role not in ns.zones:
+            raise ScenarioError(f"agents.session.scopes.roles: {role!r} names no zone of the "
+                                f"namespace" + did_you_mean(role, ns.zones))
+    orgs = {t.org for t in ns.tools.values()}
+    if missing := sorted(scopes.orgs - orgs):
+        raise ScenarioError(f"agents.session.scopes.orgs: {missing[0]!r} owns no tool of the "
+                            f"namespace" + did_you_mean(missing[0], sorted(orgs)))
+    outside = [t for t in spec.always_include if not scopes.allows(session_tool(ns, t))]
+    if outside:
+        raise ScenarioError(f"agents.session.always_include: {', '.join(map(repr, outside[:3]))}"
+                            f" outside the RBAC scopes (always-include tools must be granted)")
 
 
 def _registry_fallback(sc: Scenario, ns: Namespace, plan: RunPlan, network: Network

@@ -21,8 +21,7 @@ if TYPE_CHECKING:
     from sim.scenario import Scenario
     from topologies.namespace import Namespace
 
-DEFAULT_OPTION_CODE = 65432  # nodes.dns.wire.DEFAULT_OPTION_CODE (tests check they agree)
-DEFAULT_CACHE_BYTES = 512 * 2**20  # nodes.dns.cache.DEFAULT_MAX_BYTES (likewise)
+DEFAULT_OPTION_CODE = 65432  # nodes.dns.wire.DEFAULT_OPTION_CODE (a test checks they agree)
 SCORERS = ("bm25", "tfidf", "oracle", "dense")
 
 
@@ -110,8 +109,45 @@ def add_namespace_args(p: argparse.ArgumentParser) -> None:
                    help="how servers rank children and tools")
 
 
+def namespace_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options of :func:`add_namespace_args`, before anything is
+    built: the ranges of the scenario file's ``namespace`` fields, and the memory estimate
+    of :mod:`sim.limits` (so ``--tools 10**12`` is one line, not an out-of-memory kill)."""
+    from sim.limits import (
+        BASE,
+        PER_SERVER,
+        PER_TOOL,
+        bytes_text,
+        count_text,
+        physical_memory,
+        zone_count,
+    )
+
+    ranges = (("--replicas", args.replicas, 1, 8), ("--limit", args.limit, 1, None),
+              ("--tools", args.tools, 1, None), ("--branching", args.branching, 1, None),
+              ("--depth", args.depth, 1, 8), ("--orgs", args.orgs, 0, None),
+              ("--seed", args.seed, 0, 2**32 - 1))
+    for flag, value, low, high in ranges[:2] if args.catalog else ranges:
+        if value is not None and (value < low or (high is not None and value > high)):
+            span = f"{low}..{high}" if high is not None else f"at least {low}"
+            return f"{flag} {value}: must be {span}"
+    if args.catalog:
+        return None  # its size is that of a file on disk
+    tools = args.tools + 5 * args.orgs
+    zones = zone_count(args.branching, args.depth) + 2 + 2 * args.orgs
+    need = BASE + tools * PER_TOOL + zones * args.replicas * PER_SERVER
+    limit = physical_memory()
+    if limit is not None and need > limit:
+        flag = "--tools" if tools * PER_TOOL > zones * PER_SERVER else "--branching/--depth"
+        return (f"{flag}: {count_text(tools)} tools in {count_text(zones)} zones would need "
+                f"about {bytes_text(need)} of memory, more than this machine's "
+                f"{bytes_text(limit)}")
+    return None
+
+
 def namespace(args: argparse.Namespace) -> Namespace:
-    """The namespace the options of :func:`add_namespace_args` describe."""
+    """The namespace the options of :func:`add_namespace_args` describe (check them first
+    with :func:`namespace_problem`)."""
     from topologies.catalog import from_catalog
     from topologies.synthetic import synthetic
 
@@ -136,29 +172,32 @@ def add_scenario_args(p: argparse.ArgumentParser) -> None:
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
-    """The scenario file with ``--seed`` and ``--set`` applied and validated again; its
-    warnings (suspicious units) printed. Raises ScenarioError naming file and field."""
-    import yaml
-
+    """The scenario file with ``--seed`` and ``--set`` applied and validated again, then
+    checked as ``validate`` checks a file (:func:`sim.limits.check_scenario`: before any
+    work); its warnings (suspicious units) printed. Raises ScenarioError naming file and
+    field."""
     from sim.errors import ScenarioError
-    from sim.loading import load_scenario
+    from sim.limits import check_scenario
+    from sim.loading import read_scenario
     from sim.sanity import sanity_warnings
+    from sim.yamlfile import yaml_value
 
-    scenario = load_scenario(args.file)
+    scenario = read_scenario(args.file)
     overrides: dict[str, Any] = {}
     for item in args.set or ():
         key, sep, text = item.partition("=")
         if not sep or not key:
-            raise ScenarioError(f"--set {item}: expected FIELD=VALUE, e.g. "
+            raise ScenarioError(f"--set {_plain(item)}: expected FIELD=VALUE, e.g. "
                                 f"--set namespace.tools=5000 or --set schemes.tooldns.k=1")
         try:
-            overrides[key.strip()] = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise ScenarioError(f"--set {item}: the value is not valid YAML") from None
+            overrides[key.strip()] = yaml_value(text)
+        except ValueError as exc:
+            raise ScenarioError(f"--set {_plain(key.strip())}: the value is {exc}") from None
     if args.seed is not None:
         overrides["seed"] = args.seed
     if overrides:
         scenario = _overridden(scenario, overrides, args.file)
+    check_scenario(scenario, args.file)
     for warning in sanity_warnings(scenario):
         warn(f"{args.file}: {warning}")
     return scenario
@@ -170,14 +209,23 @@ def _overridden(scenario: Scenario, overrides: dict[str, Any], file: str) -> Sce
     from sim.errors import ScenarioError, format_errors
 
     for key, value in overrides.items():  # one at a time: errors name the --set given
+        name = _plain(key)
         try:
             scenario = scenario.with_overrides({key: value})
         except ValidationError as exc:
-            raise ScenarioError(format_errors(f"{file} (--set {key}={value})", exc,
+            raise ScenarioError(format_errors(f"{file} (--set {name}={_plain(value)})", exc,
                                               type(scenario))) from None
         except ValueError as exc:
-            raise ScenarioError(f"{file}: --set {key}: {exc}") from None
+            raise ScenarioError(f"{file}: --set {name}: {exc}") from None
     return scenario
+
+
+def _plain(value: object) -> str:
+    """A ``--set`` key or value as given, shortened (:func:`sim.errors.shown`: bounded)."""
+    from sim.errors import shown
+
+    text = shown(value)
+    return text[1:-1] if isinstance(value, str) else text
 
 
 # ------------------------------------------------------------------------ long commands

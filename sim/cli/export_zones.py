@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sim.cli.common import add_namespace_args, namespace
+from sim.cli.common import add_namespace_args, error, namespace, namespace_problem
 
 HELP = "write the hierarchy's zones as master files plus nsd.conf, knot.conf and named.conf"
 DESCRIPTION = (
@@ -14,29 +14,44 @@ DESCRIPTION = (
     "RFC 1035 master file (DIR/<zone>.zone, the root as root.zone) and configuration "
     "fragments for NSD, Knot and BIND serving them as primary zones. Only static records are "
     "exported (intent answers are per query, whether the intent rides in the option or in "
-    "the name: a static server answers NXDOMAIN where ToolDNS has the empty non-terminals "
-    "above intent names, e.g. _mcp._tcp.<zone>). The scorer does not change the records.")
+    "the name); wildcards of a private-use type at *._svc._proto.<zone> make the names "
+    "above intent names exist, so a static server answers NODATA there as ToolDNS does. "
+    "The scorer does not change the records. DIR must be printable ASCII without \" or \\ "
+    "(it is quoted in the configurations).")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``tooldns export-zones DIR`` (serve's namespace options)."""
     p.add_argument("dir", metavar="DIR", help="output folder (created if missing)")
     add_namespace_args(p)
+    p.add_argument("--aaaa", action="store_true",
+                   help="tool targets also get AAAA records (fd74:6f6f:6c73::<IPv4>, a ULA) "
+                   "beside A, as `tooldns serve --aaaa` serves them")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the hierarchy, export it, print one line; 0 done, 1 failed."""
+    """Build the hierarchy, export it, print one line; 0 done, 1 failed, 2 a folder the
+    configurations cannot name (checked first: nothing built, nothing written)."""
+    from pathlib import Path
+
     from analysis.files import OutputError
     from nodes.authoritative.zonefile import ZoneFileError
     from sim.build.hierarchy import build_hierarchy
-    from sim.interop.export import export_zones
+    from sim.interop.export import ExportPathError, export_zones, path_problem
 
+    problem = path_problem(Path(args.dir).resolve()) or namespace_problem(args)
+    if problem is not None:
+        error("export-zones", problem)
+        return 2
     ns = namespace(args)
-    hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer)
+    hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer, aaaa=args.aaaa)
     try:
         result = export_zones(hierarchy, args.dir, source=f"namespace {ns.origin}")
+    except ExportPathError as exc:  # the folder's path changed since (a symbolic link)
+        error("export-zones", str(exc))
+        return 2
     except (ZoneFileError, OutputError) as exc:
-        print(f"tooldns export-zones: error: {exc}", file=sys.stderr)
+        error("export-zones", str(exc))
         return 1
     for warning in result.warnings:
         print(f"tooldns export-zones: warning: {warning}", file=sys.stderr)

@@ -110,11 +110,12 @@ def print_walk(result: DiscoveryResult, zone_of: dict[str, str] | None = None) -
                       str(s.bytes_in), s.outcome)
     console.print(table)
     if result.endpoints:
-        found = Table(title="endpoints")
-        for col in ("target", "address", "port", "leaf zone"):
+        found = Table(title="endpoints (best first; a stub's answer carries the rank as "
+                            "SRV priority)")
+        for col in ("rank", "target", "address", "port", "leaf zone"):
             found.add_column(col)
-        for e in result.endpoints:
-            found.add_row(e.target, e.address or "", str(e.port), e.zone)
+        for rank, e in enumerate(result.endpoints):
+            found.add_row(str(rank), e.target, e.address or "", str(e.port), e.zone)
         console.print(found)
     else:
         console.print(f"[red]no endpoints[/red] ({result.rcode}; {result.error})")

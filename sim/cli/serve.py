@@ -6,14 +6,15 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from pathlib import Path
 
 from sim.cli.common import (
-    DEFAULT_CACHE_BYTES,
     DEFAULT_OPTION_CODE,
     add_namespace_args,
     consoles,
     error,
     namespace,
+    namespace_problem,
 )
 
 HELP = "start a whole hierarchy and a resolver on 127.0.0.0/8"
@@ -43,19 +44,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--manifest", help="write role/zone/address/port of every server as JSON")
     p.add_argument("--show", type=int, default=25, help="servers to list on start")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
-    p.add_argument("--cache-max-bytes", type=int, default=DEFAULT_CACHE_BYTES,
-                   help="bound on the resolver's cache, bytes (estimated; LRU eviction)")
+    p.add_argument("--cache-max-bytes", type=int, default=64 * 2**20,
+                   help="bound on the resolver's cache, bytes (estimated; LRU eviction; "
+                   "scenario runs default to 512 MiB)")
     p.add_argument("--max-clients", type=int, default=10_000,
                    help="stub queries the resolver works on at once (more are dropped)")
-    p.add_argument("--packet-cache-bytes", type=int, default=16 * 2**20,
+    p.add_argument("--packet-cache-bytes", type=int, default=2**20,
                    help="bound on each server's packet cache, bytes")
     p.add_argument("--tcp-clients", type=int, default=256,
-                   help="TCP connections each server and the resolver keep (the idle "
-                   "longest is closed to admit a new one)")
+                   help="TCP connections each server and the resolver keep (the one that "
+                   "made least progress is closed to admit a new one)")
     p.add_argument("--allow-transfer", action="append", type=transfer_network,
                    metavar="CIDR", help="networks allowed to transfer zones by AXFR "
                    "(repeatable; replaces the default: loopback and the hierarchy's own "
                    "servers)")
+    p.add_argument("--dot", action="store_true",
+                   help="also serve DNS over TLS (RFC 7858) at every server and the resolver, "
+                   "with a certificate for dot.tools.test from a CA made at start (fresh keys "
+                   "each time; see --dot-ca)")
+    p.add_argument("--dot-port", type=int, metavar="PORT",
+                   help="with --dot: the DNS-over-TLS port (default: 853 beside --port 53, "
+                   "moved with it: --port + 800)")
+    p.add_argument("--dot-ca", metavar="FILE",
+                   help="with --dot: write the CA certificate (PEM) here, for clients that "
+                   "verify (kdig +tls-ca=FILE +tls-hostname=dot.tools.test)")
     p.add_argument("--aaaa", action="store_true",
                    help="tool targets also get AAAA records (fd74:6f6f:6c73::<IPv4>, a ULA) "
                    "beside A; glue stays IPv4")
@@ -70,6 +82,27 @@ def run(args: argparse.Namespace) -> int:
     from sim.sockets.hierarchy import LiveHierarchy
     from sim.sockets.tcp import TcpLimits
 
+    problem = namespace_problem(args)
+    if problem is not None:
+        error("serve", problem)
+        return 2
+    dot = None
+    if (args.dot_port is not None or args.dot_ca) and not args.dot:
+        error("serve", "--dot-port and --dot-ca need --dot")
+        return 2
+    if args.dot:
+        import secrets
+
+        from sim.accounting import dot_port
+        from sim.build.hierarchy import dot_setup
+
+        port = args.dot_port if args.dot_port is not None else dot_port(args.port)
+        if not 0 < port < 65536 or port == args.port:
+            error("serve", f"DNS-over-TLS port {port} is not a free port beside --port "
+                           f"{args.port} (1-65535, not the DNS port): set --dot-port")
+            return 2
+        args.dot_port = port
+        dot = dot_setup(secrets.randbits(128))  # keys derive from the seed: a secret one
     ns = namespace(args)
     hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer,
                                 option_code=args.option_code,
@@ -77,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     live = LiveHierarchy(hierarchy, port=args.port, resolver_address=args.resolver,
                          cache_max_bytes=args.cache_max_bytes, max_clients=args.max_clients,
                          tcp_limits=TcpLimits(per_listener=args.tcp_clients),
-                         allow_transfer=args.allow_transfer)
+                         allow_transfer=args.allow_transfer, dot=dot,
+                         dot_port=args.dot_port or 0)
     console = consoles.out
 
     async def main() -> None:
@@ -95,7 +129,14 @@ def run(args: argparse.Namespace) -> int:
         console.print(table)
         if len(shown) > args.show:
             console.print(f"… and {len(shown) - args.show} more servers (see --manifest)")
-        console.print(f"resolver {args.resolver}:{args.port} (stub clients: UDP and TCP)")
+        stubs = "UDP, TCP and TLS" if dot is not None else "UDP and TCP"
+        console.print(f"resolver {args.resolver}:{args.port} (stub clients: {stubs})")
+        if dot is not None:
+            console.print(f"DNS over TLS on port {args.dot_port} at every server and the "
+                          f"resolver (certificate for dot.tools.test)")
+            if args.dot_ca:
+                Path(args.dot_ca).write_text(dot.ca.cert_pem, encoding="utf-8")
+                console.print(f"CA certificate written to {args.dot_ca}")
         if args.manifest:
             live.write_manifest(args.manifest)
             console.print(f"manifest written to {args.manifest}")

@@ -5,6 +5,13 @@ together or none), one ``<zone>.zone`` per zone (the root as ``root.zone``; text
 ``nodes.authoritative.zonefile``) and three configuration fragments serving them as primary
 zones: ``nsd.conf``, ``knot.conf`` and ``named.conf``, each opening with a comment on how to
 use it. ``tooldns export-zones`` (sim/cli/export_zones.py) is its command.
+
+The configurations name the files by absolute path inside double quotes, and the zones by
+name. A folder whose path could not be written safely into all three grammars (a double
+quote or backslash, which NSD's and Knot's quoted strings cannot escape, a control
+character such as a newline, which would end a comment or a statement, a non-ASCII
+character) is refused (:class:`ExportPathError`), as is a zone whose name is not plain
+letters, digits, ``-`` and ``_`` (it names a file, too): nothing is written.
 """
 
 from __future__ import annotations
@@ -18,6 +25,31 @@ if TYPE_CHECKING:
     from sim.build.hierarchy import Hierarchy
 
 CONFIGS = ("nsd.conf", "knot.conf", "named.conf")
+_ZONE_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
+
+
+class ExportPathError(ValueError):
+    """An output folder whose path cannot be written into the configurations safely."""
+
+
+def path_problem(path: Path) -> str | None:
+    """Why ``path`` (absolute) cannot go into nsd.conf, knot.conf and named.conf, or None:
+    printable ASCII only, and neither ``"`` nor ``\\``."""
+    text = str(path)
+    bad = next((c for c in text if c in '"\\' or not " " <= c <= "~"), None)
+    if bad is None:
+        return None
+    return (f"the folder {text!r} has the character {bad!r}, which cannot be written safely "
+            f"into nsd.conf, knot.conf and named.conf (refused: double quotes, backslashes, "
+            f"control and non-ASCII characters); choose another folder")
+
+
+def _zone_name_problem(zone: str) -> str | None:
+    labels = zone.rstrip(".").split(".") if zone not in (".", "") else []
+    if all(label and set(label) <= _ZONE_PLAIN for label in labels):
+        return None
+    return (f"zone {zone!r}: a zone name must be letters, digits, '-' and '_' (it names a "
+            f"file and is quoted in nsd.conf, knot.conf and named.conf)")
 
 _NOTE = ("Zones exported by `tooldns export-zones` from a ToolDNS hierarchy: the static records "
          "its servers answer to standard questions (intent answers are computed per query "
@@ -51,13 +83,24 @@ def export_zones(hierarchy: Hierarchy, out_dir: str | Path, source: str = "") ->
     """Write every zone of ``hierarchy`` and the three configurations into ``out_dir``
     (created if missing; files of the same names are replaced, others left alone).
 
-    Raises ``nodes.authoritative.zonefile.ZoneFileError`` (a bad name: nothing is written) or
-    ``analysis.files.OutputError`` (the folder cannot be written).
+    Raises :class:`ExportPathError` (a folder the configurations cannot name safely),
+    ``nodes.authoritative.zonefile.ZoneFileError`` (a bad name) or
+    ``analysis.files.OutputError`` (the folder cannot be written); then nothing is written.
     """
     from analysis.files import Staging
-    from nodes.authoritative.zonefile import check_zone, master_file, oversized
+    from nodes.authoritative.zonefile import (
+        ZoneFileError,
+        check_zone,
+        master_file,
+        oversized,
+        walk_records,
+    )
 
     out = Path(out_dir)
+    where = out.resolve()
+    problem = path_problem(where)
+    if problem is not None:
+        raise ExportPathError(problem)
     result = Export(out)
     texts: dict[str, str] = {}
     too_big: list[str] = []  # zones BIND will not load (an RRset over 64 KiB of RDATA)
@@ -67,6 +110,8 @@ def export_zones(hierarchy: Hierarchy, out_dir: str | Path, source: str = "") ->
             continue
         data = server.zone_data(zone)
         check_zone(data)  # before its records are encoded (a bad name would break that)
+        if (problem := _zone_name_problem(zone)) is not None:
+            raise ZoneFileError(problem)
         records = server.zone_records(zone)
         warnings = oversized(records)
         if any(w.bind_refuses for w in warnings):
@@ -74,8 +119,7 @@ def export_zones(hierarchy: Hierarchy, out_dir: str | Path, source: str = "") ->
         result.warnings += [f"zone {zone}: {w}" for w in warnings]
         texts[zone] = master_file(data, source, records, warnings)
         result.zones.append(zone)
-        result.records += len(records)
-    where = out.resolve()
+        result.records += len(records) + len(walk_records(data))
     configs = {"nsd.conf": nsd_conf(result.zones, where), "knot.conf": knot_conf(
         result.zones, where), "named.conf": named_conf(result.zones, where, too_big)}
     with Staging(out) as staging:

@@ -9,7 +9,8 @@ and reads back the JSON the child writes. Inside (:func:`inside_main`, then
 resolver a few sessions (a freshly started resolver, so its cache is cold) of stub queries
 (:mod:`sim.interop.probe`); cold (first intent, fresh resolver), warm (a second intent of
 the same service) and repeated (the first intent again), against our aware resolver on the
-same probes.
+same probes; and ten intents whose top K, as each recursor relays it, is checked against
+the ranking the leaf itself answered.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sim.interop.probe import (
+    RANK_INTENTS,
+    RANK_K,
     SERVICE,
     Context,
     K,
@@ -36,8 +39,10 @@ from sim.interop.probe import (
     Window,
     ask,
     cursor_body,
+    leaf_ranking,
     plain_body,
     qname_body,
+    rank_body,
     restart_aware,
     session,
     upstream_cost,
@@ -92,10 +97,47 @@ def _namespace(catalog: str | None, limit: int, tools: int, branching: int, dept
     return synthetic(n_tools=tools, branching=branching, depth=depth, seed=seed)
 
 
+def _candidates(ns: Any) -> list[str]:
+    """Distinct intents of SERVICE for the rank probes (the namespace's queries, else the
+    tools' own words)."""
+    intents = [q.text for q in ns.queries if q.service == SERVICE and q.text.strip()]
+    intents += [" ".join(t.description.split()[:6]) for t in ns.tools.values()
+                if t.service == SERVICE and t.description.strip()]
+    return list(dict.fromkeys(intents))
+
+
+async def _rankings(hierarchy: Hierarchy, candidates: list[str]
+                    ) -> tuple[list[str], dict[str, tuple[list[str], list[int]]]]:
+    """Up to RANK_INTENTS intents whose leaf answers at least two SRV records (an order to
+    keep), with that ranking (targets as the leaf sent them, and their priorities), asked
+    of the servers themselves."""
+    from nodes.dns.wire import intent_qname
+
+    servers: dict[str, str] = {}
+    for address, zone in sorted(hierarchy.zone_of.items()):
+        servers.setdefault(zone, address)
+    chosen: list[str] = []
+    ranking: dict[str, tuple[list[str], list[int]]] = {}
+    for intent in candidates:
+        try:
+            qname = intent_qname(intent, RANK_K, service=SERVICE)
+        except ValueError:
+            continue
+        answer = await leaf_ranking(servers, qname)
+        if len(answer.srv) >= 2:
+            chosen.append(intent)
+            ranking[intent] = (answer.srv, answer.priority)
+            if len(chosen) == RANK_INTENTS:
+                break
+    return chosen, ranking
+
+
 async def _context(live: LiveHierarchy, hierarchy: Hierarchy, workdir: Path,
-                   intents: list[str], leaf: str, other: str, verbose_logs: bool) -> Context:
+                   intents: list[str], leaf: str, other: str, verbose_logs: bool,
+                   candidates: list[str]) -> Context:
     """The probes' shared state, with the expected answers asked of the leaves' own
-    servers (the whole SRV RRset of ``leaf``, a target's A in ``other``)."""
+    servers (the whole SRV RRset of ``leaf``, a target's A in ``other``, the rank probes'
+    rankings)."""
     from nodes.dns.wire import expanded_name
 
     leaf_server = next(a for a, z in hierarchy.zone_of.items() if z == leaf)
@@ -107,8 +149,10 @@ async def _context(live: LiveHierarchy, hierarchy: Hierarchy, workdir: Path,
                             f"{srv.summary()}; {other_srv.summary()}")
     target = sorted(other_srv.srv)[0]
     a = await ask(other_server, target, "A", rd=False)
+    rank_intents, ranking = await _rankings(hierarchy, candidates)
     return Context(live, hierarchy, workdir, intents, leaf, sorted(srv.srv), target,
-                   a.a[0] if a.a else "", verbose_logs=verbose_logs)
+                   a.a[0] if a.a else "", verbose_logs=verbose_logs,
+                   rank_intents=rank_intents, ranking=ranking)
 
 
 async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: str | None,
@@ -132,7 +176,8 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
     out: dict[str, Any] = {"resolvers": {}, "aware": {}}
     try:
         await live.start()
-        ctx = await _context(live, hierarchy, workdir, intents, leaf, other, verbose_logs)
+        ctx = await _context(live, hierarchy, workdir, intents, leaf, other, verbose_logs,
+                             _candidates(ns))
         variants = [v for v in VARIANTS if v in variants]
         if "plain" not in variants:  # the reference answers come from the plain baseline
             await _aware_baseline(ctx, "plain", {})
@@ -150,6 +195,7 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
         "servers": len(hierarchy.servers), "intents": intents, "k": K, "service": SERVICE,
         "leaf": leaf, "expected_srv": ctx.expected_srv, "target": ctx.target,
         "expected_a": ctx.expected_a, "reference": ctx.reference,
+        "rank_k": RANK_K, "rank_intents": ctx.rank_intents, "ranking": ctx.ranking,
         "capture": capture.tool, "packets": len(packets),
         "seconds": round(time.time() - started, 2), "variants": list(variants),
         "versions": {n: SPECS[n].version() for n in resolvers},
@@ -187,7 +233,7 @@ async def _resolver(ctx: Context, spec: Spec, variant: str, results: dict[str, A
     bodies: list[tuple[str, Callable[[Prober], Any]]]
     if variant == "plain":
         bodies = [("cursor", cursor_body(ctx)), ("qname", qname_body(ctx)),
-                  ("plain", plain_body(ctx))]
+                  ("plain", plain_body(ctx)), ("rank", rank_body(ctx))]
     else:
         bodies = [("dnssec", plain_body(ctx, do=True)),
                   ("dnssec-qname", qname_body(ctx, do=True, follow=False))]

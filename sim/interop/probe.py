@@ -8,9 +8,12 @@
   the option returns the aware resolver's targets), ``qname walk`` (the intent in the QNAME,
   :func:`nodes.dns.wire.intent_qname`, no option: CNAMEs down the tree to the leaf's top-K
   SRV), ``expanded SRV`` (``_mcp._tcp.<leaf>.``: the leaf's whole RRset), ``A`` (a tool
-  target's address) and ``DNSSEC`` (AD on a DO query for a target and for the qname walk).
-  The bodies (``cursor_body`` …) group them; :func:`session` runs one group through a
-  freshly started resolver (cold cache).
+  target's address), ``DNSSEC`` (AD on a DO query for a target and for the qname walk) and
+  ``rank order`` (:func:`rank_body`: ten qname walks with K = 5; does the leaf's ranking
+  survive, read from SRV priority, and did the RRset order?). The bodies (``cursor_body``
+  …) group them; :func:`session` runs one group through a freshly started resolver (cold
+  cache). :func:`leaf_ranking` asks the servers themselves for an intent name's answer,
+  the ranking the resolvers are checked against.
 * Cost (:func:`upstream_cost`): each probe's upstream queries, bytes (IP, both directions)
   and packets, from the capture, by the resolver's source address and the probe's window.
 """
@@ -34,6 +37,8 @@ if TYPE_CHECKING:
 STUB = "127.0.0.1"  # where the stub queries leave from
 K = 3
 SERVICE = "mcp"
+RANK_K = 5  # the rank probes' K: 5! orders, so an order kept by chance is rare
+RANK_INTENTS = 10
 QUERY_TIMEOUT = 6.0  # one stub query (recursors retry and fail over inside this)
 START_TIMEOUT = 20.0  # a resolver answers its first query within this
 SETTLE = 0.1  # after an answer, before the next probe: late packets stay in its window
@@ -50,6 +55,7 @@ class Answer:
     tc_retry: bool = False  # answered over TCP after a truncated UDP reply
     cnames: list[str] = field(default_factory=list)  # CNAME targets, in order
     srv: list[str] = field(default_factory=list)  # SRV targets (lower case, absolute)
+    priority: list[int] = field(default_factory=list)  # their SRV priorities, same order
     a: list[str] = field(default_factory=list)  # A rdata in the answer section
     additional_a: dict[str, str] = field(default_factory=dict)  # target -> address
     error: str = ""
@@ -113,6 +119,7 @@ async def ask(server: str, qname: str, qtype: str, option: tuple[int, bytes] | N
                 out.cnames.append(rd_.target.to_text().lower())
             elif rrset.rdtype == dns.rdatatype.SRV:
                 out.srv.append(rd_.target.to_text().lower())
+                out.priority.append(rd_.priority)
             elif rrset.rdtype == dns.rdatatype.A:
                 out.a.append(rd_.address)
     for rrset in reply.additional:
@@ -120,6 +127,34 @@ async def ask(server: str, qname: str, qtype: str, option: tuple[int, bytes] | N
             for rd_ in rrset:
                 out.additional_a[rrset.name.to_text().lower()] = rd_.address
     return out
+
+
+def by_priority(srv: Sequence[str], priority: Sequence[int]) -> list[str]:
+    """SRV targets ranked as an agent reads them: by priority, lowest first (RFC 2782),
+    equal priorities in the order received (what ``nodes.agent.stub`` does)."""
+    order = sorted(range(len(srv)), key=lambda i: priority[i] if i < len(priority) else 0)
+    return [srv[i] for i in order]
+
+
+async def leaf_ranking(servers: dict[str, str], qname: str, limit: int = 12) -> Answer:
+    """The answer to an intent name straight from the servers, no resolver between: ask the
+    server of the zone the name is in (``servers``: zone -> address) without recursion and
+    follow each CNAME to the server of the zone it points into, up to the leaf's ranked SRV
+    RRset (in the order the leaf sent it; ``cnames`` collects the chain)."""
+    chain: list[str] = []
+    name = qname.lower()
+    for _ in range(limit):
+        zone = max((z for z in servers if z == "." or name.endswith("." + z) or name == z),
+                   key=len, default=None)
+        if zone is None:
+            return Answer(qname, "SRV", error=f"no server for {name}")
+        answer = await ask(servers[zone], name, "SRV", rd=False)
+        if answer.error or answer.srv or not answer.cnames:
+            answer.qname, answer.cnames = qname, chain + answer.cnames
+            return answer
+        chain += answer.cnames
+        name = answer.cnames[-1]
+    return Answer(qname, "SRV", error=f"over {limit} CNAMEs")
 
 
 # ------------------------------------------------------------------ capture and cost
@@ -231,6 +266,10 @@ class Context:
     verbose_logs: bool = False
     windows: list[Window] = field(default_factory=list)
     reference: dict[str, list[str]] = field(default_factory=dict)  # intent -> aware targets
+    # the rank probes' intents and each one's ranking as the leaf itself answers it: the
+    # targets in the order sent, and their SRV priorities
+    rank_intents: list[str] = field(default_factory=list)
+    ranking: dict[str, tuple[list[str], list[int]]] = field(default_factory=dict)
 
     @property
     def servers(self) -> frozenset[str]:
@@ -382,4 +421,15 @@ def plain_body(ctx: Context, do: bool = False) -> Callable[[Prober], Any]:
     async def body(p: Prober) -> None:
         await p.probe("A", ctx.target, "A", do=do)
         await p.probe("expanded SRV", expanded_name(SERVICE, ctx.leaf), "SRV", do=do)
+    return body
+
+
+def rank_body(ctx: Context) -> Callable[[Prober], Any]:
+    """The rank probes: each of ``ctx.rank_intents`` as a qname walk with K = RANK_K (the
+    leaf's ranking is in ``ctx.ranking``)."""
+    from nodes.dns.wire import intent_qname
+
+    async def body(p: Prober) -> None:
+        for n, intent in enumerate(ctx.rank_intents):
+            await p.probe(f"rank {n}", intent_qname(intent, RANK_K, service=SERVICE), "SRV")
     return body

@@ -28,14 +28,21 @@ from pathlib import Path
 
 from sim.interop.matrix import RecursorError, run_matrix
 from sim.interop.resolvers import RESOLVERS, VARIANTS
-from sim.interop.tables import cost_markdown, details_markdown, matrix_markdown, quirks_markdown
+from sim.interop.tables import (
+    cost_markdown,
+    details_markdown,
+    matrix_markdown,
+    quirks_markdown,
+    rank_markdown,
+)
 
 HELP = "stock DNS resolvers in front of a served hierarchy (compatibility matrix)"
 DESCRIPTION = (
     "Start a small ToolDNS hierarchy on port 53 in a fresh network namespace (only "
     "loopback), put Unbound, BIND, Knot Resolver, PowerDNS Recursor and dnsdist in front of "
     "it one at a time, send each the same stub queries (cursor walk with the intent option, "
-    "qname walk, expanded SRV, A, DNSSEC) and print what works and what it cost upstream. "
+    "qname walk, expanded SRV, A, DNSSEC, the rank order of ten top-K answers) and print "
+    "what works and what it cost upstream. "
     "Needs root (unshare --net, port 53) and the resolvers' binaries (bash .ci/setup).")
 
 
@@ -91,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"Upstream cost ({variant}):")
             print()
             print(cost_markdown(result, variant))
+        print()
+        print("Rank order (plain): the leaf's top K as relayed, read from SRV priority:")
+        print()
+        print(rank_markdown(result))
         quirks = quirks_markdown(result)
         if quirks:
             print()

@@ -3,7 +3,8 @@
 :func:`finalise` turns what the namespace child measured into JSON: per resolver and
 variant the probes (answers, upstream cost, qname minimisation), the distinct log lines
 worth reading, and one cell per row of :data:`ROWS` (compared with our aware resolver's
-answers to the same intents).
+answers to the same intents; ``rank order`` with the rankings the leaves answered
+themselves, :func:`rank_counts`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sim.interop.probe import minimised
+from sim.interop.probe import by_priority, minimised
 
-ROWS = ("option forwarded", "cursor walk", "qname walk", "expanded SRV", "A", "DNSSEC")
+ROWS = ("option forwarded", "cursor walk", "qname walk", "expanded SRV", "A", "DNSSEC",
+        "rank order")
 
 _QUIRK = re.compile(r"error|fail|refus|lame|bogus|badvers|formerr|bailiwick|denied|warn|"
                     r"not allowed|insecure|servfail|validat|ignor|dnssec|unable|cannot|"
@@ -126,7 +128,52 @@ def _rows(row: dict, ref: dict, i1: str, i2: str, meta: dict) -> dict:
     rows["qname walk"] = _qname_row(pr, bad, ref, i1, i2)
     rows |= _plain_rows(pr, bad, meta)
     rows["DNSSEC"] = _dnssec_row(row["variants"].get("dnssec"), ref, i1, meta)
+    rows["rank order"] = _rank_row(pr, bad, meta)
     return rows
+
+
+def rank_counts(probes: dict, meta: dict) -> dict[str, Any]:
+    """The rank probes of one resolver against the leaves' own rankings: ``intents`` asked,
+    ``answered`` (the leaf's records, in any order), ``in_order`` (the RRset as received
+    already in the leaf's order), ``by_priority`` (the leaf's order read back from SRV
+    priority, as the agent reads it), ``numbered`` (the leaf numbered its records 0, 1, …)
+    and the intents whose order was lost (``lost``)."""
+    out: dict[str, Any] = {"intents": 0, "answered": 0, "in_order": 0, "by_priority": 0,
+                           "numbered": 0, "records": [], "lost": []}
+    for n, intent in enumerate(meta.get("rank_intents", [])):
+        want, priorities = meta["ranking"][intent]
+        out["intents"] += 1
+        out["numbered"] += list(priorities) == list(range(len(want)))
+        out["records"].append(len(want))
+        p = probes.get(f"rank {n}")
+        answer = p["answer"] if p else {}
+        got = answer.get("srv", [])
+        out["answered"] += sorted(got) == sorted(want)
+        out["in_order"] += got == want
+        if by_priority(got, answer.get("priority", [])) == want:
+            out["by_priority"] += 1
+        else:
+            out["lost"].append(intent)
+    return out
+
+
+def _rank_row(pr: dict, bad: dict | None, meta: dict) -> dict:
+    """``rank order``: the leaf's top K keeps its order through the resolver, read from SRV
+    priority (RRset order, which resolvers shuffle, is reported beside it)."""
+    if bad and "rank 0" not in pr:
+        return bad
+    c = rank_counts(pr, meta)
+    n = c["intents"]
+    if not n:
+        return _cell(None, "no intent with two or more records to rank")
+    sizes = f"{min(c['records'])}–{max(c['records'])}" if c["records"] else "0"
+    detail = (f"leaf order read from SRV priority {c['by_priority']}/{n}; RRset order as "
+              f"received {c['in_order']}/{n}; leaf records returned {c['answered']}/{n}; "
+              f"leaf numbered 0, 1, … {c['numbered']}/{n} (K = {meta.get('rank_k')}, "
+              f"{sizes} records)")
+    if c["lost"]:
+        detail += f"; order lost for {c['lost'][:3]}"
+    return _cell(c["by_priority"] == n == c["numbered"], detail)
 
 
 def _cursor_rows(pr: dict, bad: dict | None, ref: dict, i1: str, i2: str,

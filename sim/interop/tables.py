@@ -1,9 +1,10 @@
 """The matrix as markdown: the compatibility table, each cell's detail, the upstream cost
-against our aware resolver, and the resolvers' log lines worth reading."""
+against our aware resolver, the rank order per resolver, and the resolvers' log lines
+worth reading."""
 
 from __future__ import annotations
 
-from sim.interop.rows import ROWS
+from sim.interop.rows import ROWS, rank_counts
 
 
 def matrix_markdown(result: dict) -> str:
@@ -100,6 +101,24 @@ def cost_markdown(result: dict, variant: str = "plain") -> str:
             f"{'' if r['aware_bytes'] is None else r['aware_bytes']} | "
             f"{'' if r['query_ratio'] is None else r['query_ratio']} | "
             f"{'' if r['byte_ratio'] is None else r['byte_ratio']} |")
+    return "\n".join(lines)
+
+
+def rank_markdown(result: dict) -> str:
+    """Per resolver, the rank probes: how often the RRset arrived in the leaf's order, and
+    how often the order read from SRV priority (what the agent uses) was the leaf's."""
+    meta = result.get("meta", {})
+    lines = [f"| resolver | intents (K = {meta.get('rank_k', '?')}) | leaf's records | "
+             "RRset order kept | order from SRV priority |",
+             "|---|---:|---:|---:|---:|"]
+    for name, res in result["resolvers"].items():
+        probes = res.get("variants", {}).get("plain", {}).get("probes", {})
+        if not any(k.startswith("rank ") for k in probes):
+            continue
+        c = rank_counts(probes, meta)
+        n = c["intents"]
+        lines.append(f"| {name} | {n} | {c['answered']}/{n} | {c['in_order']}/{n} | "
+                     f"{c['by_priority']}/{n} |")
     return "\n".join(lines)
 
 

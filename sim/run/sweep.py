@@ -50,7 +50,8 @@ from analysis.files import (
     remove_stale,
 )
 from analysis.metrics import METRICS, SWEEP_SHOWN
-from sim.errors import ScenarioError
+from sim.errors import ScenarioError, shown
+from sim.limits import check_scenario, check_sweep_size
 from sim.loading import resolved_yaml
 from sim.provenance import KEY as PROVENANCE
 from sim.provenance import provenance, utc_now
@@ -87,25 +88,28 @@ def expand_grid(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
 
 
 def _shown(overrides: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in overrides.items())
+    return ", ".join(f"{k}={shown(v)}" for k, v in overrides.items())
 
 
 def sweep_points(scenario: Scenario) -> list[SweepPoint]:
-    """Every point of the scenario's grid, validated, with a stable id."""
+    """Every point of the scenario's grid, validated and checked like a scenario file
+    (:func:`sim.limits.check_scenario`), with a stable id."""
     if scenario.sweep is None:
         raise ScenarioError(f"sweep: scenario {scenario.name!r} has no sweep section")
+    check_sweep_size(scenario.sweep.grid, "")  # before the grid is expanded
     points = []
     for index, overrides in enumerate(expand_grid(scenario.sweep.grid)):
+        where = f"sweep.grid: point {index} ({_shown(overrides)})"
         try:
             sc = scenario.with_overrides(overrides)
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])
-            raise ScenarioError(f"sweep.grid: point {index} ({_shown(overrides)}): {loc}: "
-                                f"{err['msg']} (got {err.get('input')!r})") from None
+            raise ScenarioError(f"{where}: {loc}: {err['msg']} (got "
+                                f"{shown(err.get('input'))})") from None
         except (ValueError, IndexError) as exc:
-            raise ScenarioError(f"sweep.grid: point {index} ({_shown(overrides)}): "
-                                f"{exc}") from None
+            raise ScenarioError(f"{where}: {exc}") from None
+        check_scenario(sc.model_copy(update={"sweep": None}), where)
         sc = sc.model_copy(update={"sweep": None,
                                    "outputs": sc.outputs.model_copy(update={"dir": None,
                                                                             "plots": False})})

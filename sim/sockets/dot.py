@@ -2,7 +2,9 @@
 
 The connection table (which connection a query takes, which are closed and when) is
 :class:`sim.sockets.dotpool.DotPool`, shared with the simulation engine; this module opens,
-writes, reads and closes the real TLS 1.3 connections it decides on.
+writes, reads and closes the real TLS 1.3 connections it decides on, and tells the node
+(``lost``) when a server could not be reached or closed a connection, so that the queries
+waiting on it are retried at once rather than after their timeout.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from sim.accounting import IPV4, TCP, TCP_TS, dot_port
 from sim.build.hierarchy import DOT_HOST
 from sim.sockets.dotpool import Closing, DotConnection, DotPool
 from sim.sockets.links import SYN_RTO, Shaper, ip_size
-from sim.sockets.tcp import TCP_IDLE_TIMEOUT
 from sim.sockets.timing import call_precisely, sleep_precisely
 
 _COUNTERS: dict[Closing, str] = {"idle": "dot_closed", "evicted": "dot_evicted"}
+CONNECT_TIMEOUT = 3.0  # seconds for the TCP and TLS handshakes (after the emulated delays)
+Lost = Callable[[Address, bool], None]  # (server, refused: the connection never opened)
 
 
 @dataclass(eq=False)
@@ -45,14 +48,18 @@ class DotUpstream:
     handshake; each message waits its own. Replies are handed to the node as transport
     "tls" from the server's DNS address; the node checks IDs and questions. Each exchange
     is marked on its Step (connection number, whether it opened it) for the accounting.
+    A connection that cannot be opened within :data:`CONNECT_TIMEOUT`, or that the server
+    closes, is reported to ``lost`` (the server's DNS address; True when it never opened).
     """
 
     def __init__(self, ip: str, ctx: ssl.SSLContext, deliver: Callable[[bytes, Address], None],
                  count: Callable[[str], None], shaper: Shaper | None = None,
                  idle: float = 10.0, max_connections: int = 64,
                  numbers: Iterator[int] | None = None, sizes: object | None = None,
-                 flows: dict[tuple[str, int], int] | None = None) -> None:
+                 flows: dict[tuple[str, int], int] | None = None,
+                 lost: Lost | None = None) -> None:
         self.ip, self.ctx, self.deliver, self.count, self.shaper = ip, ctx, deliver, count, shaper
+        self.lost = lost
         # connection numbers are shared by an engine's resolvers
         self.pool: DotPool[Address, _DotConn] = DotPool(
             idle, max_connections, numbers or itertools.count(1), _DotConn)
@@ -133,10 +140,12 @@ class DotUpstream:
             await self._handshake_delay(ip)
             reader, writer = await asyncio.wait_for(asyncio.open_connection(
                 ip, port, ssl=self.ctx, server_hostname=DOT_HOST,
-                local_addr=(self.ip, 0)), TCP_IDLE_TIMEOUT)
+                local_addr=(self.ip, 0)), CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ssl.SSLError):
             self.count("dot_connect_failed")
             self._forget(conn)
+            if self.lost is not None:
+                self.lost(conn.dst, True)
             return
         if conn.closed:  # evicted while connecting
             writer.close()
@@ -161,6 +170,9 @@ class DotUpstream:
         except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError):
             if not conn.closed:
                 self.count("dot_closed_by_server")
+                self._forget(conn)  # first: the retries open a new connection
+                if self.lost is not None:
+                    self.lost(conn.dst, False)
         finally:
             self._forget(conn)
 

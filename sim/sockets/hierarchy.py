@@ -1,4 +1,5 @@
-"""A whole hierarchy on real sockets (``tooldns serve``): every server plus one resolver."""
+"""A whole hierarchy on real sockets (``tooldns serve``): every server plus one resolver,
+on UDP and TCP, and with a :class:`sim.build.hierarchy.DotSetup` on DNS over TLS too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 from nodes.authoritative.transfer import networks
 from nodes.dns.cache import DEFAULT_MAX_BYTES
 from nodes.resolver.config import ResolverConfig
-from sim.build.hierarchy import Hierarchy
+from sim.accounting import dot_port
+from sim.build.hierarchy import DOT_HOST, DotSetup, Hierarchy
 from sim.sockets.node import DEFAULT_PORT, NodeEndpoint
 from sim.sockets.server import ServerEndpoint
 from sim.sockets.tcp import TcpLimits, raise_fd_limit
@@ -29,9 +31,13 @@ class LiveHierarchy:
     cache_max_bytes: int = DEFAULT_MAX_BYTES  # the resolver's cache bound (estimated bytes)
     max_clients: int = 10_000  # stub queries the resolver works on at once
     tcp_limits: TcpLimits = field(default_factory=TcpLimits)
-    # who may transfer zones (AXFR): networks or addresses, replacing the default
-    # (loopback and the hierarchy's own servers; see sim.build.hierarchy.build_hierarchy)
+    # who may transfer zones (AXFR): networks or addresses, replacing the servers' ACL
+    # (by default empty: every transfer REFUSED; see sim.build.hierarchy.build_hierarchy)
     allow_transfer: Sequence[str] | None = None
+    # DNS over TLS (RFC 7858) beside UDP and TCP: every server and the resolver also listen
+    # on ``dot_port`` (0: sim.accounting.dot_port(port), 853 beside 53) with its certificate
+    dot: DotSetup | None = None
+    dot_port: int = 0
     endpoints: list[ServerEndpoint] = field(default_factory=list)
     resolver: NodeEndpoint | None = None
 
@@ -41,8 +47,12 @@ class LiveHierarchy:
             acl = networks(self.allow_transfer)  # a bad network fails here, before binding
             for server in self.hierarchy.servers.values():
                 server.transfer_acl, server.transfer_peers = acl, frozenset()
+        dot = self.dot
+        tls = dot.server_context() if dot is not None else None
+        tls_port = self.tls_port
         for address, server in self.hierarchy.servers.items():
-            endpoint = ServerEndpoint(server, (address, self.port), tcp_limits=self.tcp_limits)
+            endpoint = ServerEndpoint(server, (address, self.port), tcp_limits=self.tcp_limits,
+                                      tls=tls, tls_port=tls_port)
             await endpoint.start()
             self.endpoints.append(endpoint)
         config = ResolverConfig(dns_port=self.port, cache_max_bytes=self.cache_max_bytes,
@@ -50,8 +60,14 @@ class LiveHierarchy:
         node = self.hierarchy.resolver(seed=self.resolver_seed, config=config)
         self.resolver = NodeEndpoint(node, (self.resolver_address, self.port),
                                      source_ip=self.resolver_address,
-                                     tcp_limits=self.tcp_limits)
+                                     tcp_limits=self.tcp_limits, tls=tls,
+                                     tls_port=tls_port)
         await self.resolver.start()
+
+    @property
+    def tls_port(self) -> int:
+        """The DNS-over-TLS port (with ``dot``)."""
+        return self.dot_port or dot_port(self.port)
 
     def close(self) -> None:
         for endpoint in self.endpoints:
@@ -69,6 +85,7 @@ class LiveHierarchy:
                          "port": self.port},
             "servers": servers,
             "namespace": self.hierarchy.namespace.origin,
+            **({"dot": {"port": self.tls_port, "hostname": DOT_HOST}} if self.dot else {}),
         }
 
     def write_manifest(self, path: str | Path) -> None:

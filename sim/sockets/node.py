@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,8 +20,15 @@ from nodes.resolver.types import Discovery, DiscoveryResult, Outgoing, Transport
 from sim.accounting import IPV4, TCP
 from sim.sockets.dot import DotUpstream
 from sim.sockets.links import SYN_RTO, Shaper, ip_size
-from sim.sockets.tcp import TCP_IDLE_TIMEOUT, TcpLimits, drop, serve_tcp_stream
+from sim.sockets.tcp import (
+    LISTEN_BACKLOG,
+    TCP_IDLE_TIMEOUT,
+    TcpLimits,
+    drop,
+    serve_tcp_stream,
+)
 from sim.sockets.timing import call_precisely, sleep_precisely
+from sim.sockets.tls import TlsListener
 from sim.sockets.udp import Datagrams, naming, send_datagram
 from sim.sockets.upstream import UpstreamSockets
 
@@ -34,7 +42,8 @@ class NodeEndpoint:
     Queries the node originates leave from :class:`UpstreamSockets` (random source ports,
     answers accepted only on the socket their query left from) and short TCP connections
     after TC; with ``address`` set it also serves stub clients on UDP and TCP there, where
-    only queries are accepted. Query IDs come from the OS's randomness (``secure_ids``).
+    only queries are accepted, and with ``tls`` DNS over TLS on ``tls_port`` (answered as
+    over TCP). Query IDs come from the OS's randomness (``secure_ids``).
     Finished work goes to ``on_done`` (kept in ``results`` only with ``keep_results``).
     """
 
@@ -60,6 +69,9 @@ class NodeEndpoint:
     _waiters: dict[int, asyncio.Future] = field(default_factory=dict)
     _tasks: set[asyncio.Task] = field(default_factory=set)
     dot: DotUpstream | None = None  # DNS over TLS to the servers (Outgoing "tls")
+    tls: ssl.SSLContext | None = None  # DNS over TLS for stub clients on tls_port
+    tls_port: int = 0
+    _tls_listener: TlsListener | None = None
 
     @property
     def resolver(self) -> RecursiveResolver:
@@ -80,6 +92,8 @@ class NodeEndpoint:
         peer_port = (node.config.dns_port if isinstance(node, RecursiveResolver)
                      else node.resolver[1])
         avoid = frozenset({53, DEFAULT_PORT, peer_port, *(self.address or ())[1:]})
+        if self.dot is not None and self.dot.lost is None:
+            self.dot.lost = self._upstream_lost
         self._upstream = UpstreamSockets(self.source_ip,
                                          lambda d, s: self._receive(d, s, "udp"),
                                          node.is_pending, self.count, self.upstream_sockets,
@@ -89,7 +103,12 @@ class NodeEndpoint:
                 self._listen, _ = await loop.create_datagram_endpoint(
                     lambda: Datagrams(self._on_client_datagram), local_addr=self.address)
             self._tcp_server = await asyncio.start_server(
-                self._on_client_stream, *self.address, reuse_address=True)
+                self._on_client_stream, *self.address, reuse_address=True,
+                backlog=LISTEN_BACKLOG)
+            if self.tls is not None:
+                self._tls_listener = TlsListener(self.tls, self.tcp_limits,
+                                                 self._on_client_stream, self.count)
+                await self._tls_listener.start((self.address[0], self.tls_port))
 
     def close(self) -> None:
         if self._upstream is not None:
@@ -100,6 +119,8 @@ class NodeEndpoint:
             self._listen.close()
         if self._tcp_server is not None:
             self._tcp_server.close()
+        if self._tls_listener is not None:
+            self._tls_listener.close()
         for conn in list(self._conns):
             drop(conn)
         if self._timer is not None:
@@ -110,8 +131,18 @@ class NodeEndpoint:
     # -- plumbing ------------------------------------------------------------------
 
     def _receive(self, data: bytes, src: Address, transport: Transport) -> None:
-        self.node.receive(data, src, self.now(), transport)
+        try:
+            self.node.receive(data, src, self.now(), transport)
+        except Exception:  # a node bug on a peer's packet: counted, no traceback per packet
+            self.count("node_error")
         self.pump()
+
+    def _upstream_lost(self, server: Address, refused: bool) -> None:
+        """A DNS-over-TLS connection to ``server`` failed or was closed by it: the resolver
+        retries what waited on it now."""
+        if isinstance(self.node, RecursiveResolver):
+            self.node.upstream_lost(server, "tls", self.now(), refused)
+            self.pump()
 
     def _on_client_datagram(self, data: bytes, src: Address) -> None:
         if len(data) > 2 and data[2] & 0x80:  # an answer sent to the service address

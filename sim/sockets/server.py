@@ -3,10 +3,10 @@
 UDP datagrams and TCP with the two-byte length prefix of RFC 1035 §4.2.2, connections
 bounded by :class:`sim.sockets.tcp.TcpLimits`; over TCP a zone transfer (AXFR) is answered
 with every message ``AuthoritativeServer.transfer`` returns, anything else by ``handle``.
-Given a TLS context the server also listens on :func:`sim.accounting.dot_port` (TLS 1.3,
-the run CA's certificate for :data:`sim.build.hierarchy.DOT_HOST`; handshake failures and
-malformed input counted, handshakes in progress bounded, connections bounded by
-:data:`DOT_LIMITS`).
+Given a TLS context the server also listens on ``tls_port`` (:func:`sim.accounting.dot_port`
+in a run: TLS 1.3, the run CA's certificate for :data:`sim.build.hierarchy.DOT_HOST`).
+Handshakes are bounded in time and number (:class:`sim.sockets.tls.TlsListener`),
+established connections as over TCP (:data:`DOT_LIMITS`); malformed input is counted.
 """
 
 from __future__ import annotations
@@ -14,18 +14,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from nodes.authoritative.server import AuthoritativeServer
 from nodes.dns.zone import Address
 from sim.sockets.links import Shaper
-from sim.sockets.tcp import TCP_IDLE_TIMEOUT, TcpLimits, drop, serve_tcp_stream
+from sim.sockets.tcp import LISTEN_BACKLOG, TcpLimits, drop, serve_tcp_stream
+from sim.sockets.tls import TlsListener
 from sim.sockets.udp import Datagrams, naming, send_datagram
 
 #: bounds on the servers' DNS-over-TLS connections: persistent by design (RFC 7858 §3.4),
 #: so idle for longer than the resolvers' own idle timeout before the server closes them
-DOT_LIMITS = TcpLimits(idle=60.0, message=TCP_IDLE_TIMEOUT, lifetime=3600.0)
+#: (the least active go first when the listener is full); handshakes within 2 s
+DOT_LIMITS = TcpLimits(idle=60.0, lifetime=3600.0, handshake=2.0)
 
 
 @dataclass
@@ -44,9 +46,8 @@ class ServerEndpoint:
     tls: ssl.SSLContext | None = None
     tls_port: int = 0
     tls_limits: TcpLimits = field(default_factory=lambda: DOT_LIMITS)
-    tls_server: asyncio.base_events.Server | None = None
+    tls_listener: TlsListener | None = None
     _tls_conns: set = field(default_factory=set)
-    _handshaking: int = 0
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -67,62 +68,48 @@ class ServerEndpoint:
         def count(key: str) -> None:
             self.server.stats.counts[key] += 1
 
-        def on_message(data: bytes, peer: Address) -> bytes | list[bytes] | None:
+        def on_message(data: bytes, peer: Address) -> bytes | Iterable[bytes] | None:
             now = loop.time() - self.origin
             server = self.server
-            return server.transfer(data, peer, now) or server.handle(data, peer, now, "tcp")
+            if (xfr := server.transfer(data, peer, now)) is not None:  # held while written
+                return server.transfers.sending(xfr, peer[0])
+            return server.handle(data, peer, now, "tcp")
 
         async def on_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await serve_tcp_stream(reader, writer, on_message, delay, self.tcp_limits,
                                     self._conns, count)
 
-        self.tcp = await asyncio.start_server(on_stream, *self.address, reuse_address=True)
+        self.tcp = await asyncio.start_server(on_stream, *self.address, reuse_address=True,
+                                              backlog=LISTEN_BACKLOG)
         if self.tls is not None:
             await self._start_tls(self.tls, delay, count)
 
     async def _start_tls(self, ctx: ssl.SSLContext,
                          delay: Callable[[Address, int], float | None],
                          count: Callable[[str], None]) -> None:
-        """Listen for DNS over TLS: plain TCP accepted, then the TLS handshake here (so a
-        failed one is counted), at most ``tls_limits.per_listener`` at once."""
+        """Listen for DNS over TLS on ``tls_port`` (:class:`sim.sockets.tls.TlsListener`)."""
         loop = asyncio.get_running_loop()
         limits = self.tls_limits
 
         def on_message(data: bytes, peer: Address) -> bytes | None:
             return self.server.handle(data, peer, loop.time() - self.origin, "tls")
 
-        async def on_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            if self._handshaking >= limits.per_listener:
-                count("tls_handshakes_full_refused")
-                writer.transport.abort()
-                return
-            self._handshaking += 1
-            try:
-                async with asyncio.timeout(limits.message):
-                    await writer.start_tls(ctx)
-            except (TimeoutError, ssl.SSLError, ConnectionError, OSError):
-                count("tls_handshake_failed")
-                writer.transport.abort()
-                return
-            finally:
-                self._handshaking -= 1
-            count("tls_connections")
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             # persistent: open when the run ends, so cancelled then (nothing to report)
             with contextlib.suppress(asyncio.CancelledError):
                 await serve_tcp_stream(reader, writer, on_message, delay, limits,
                                         self._tls_conns, count, transport="tls")
 
-        with naming((self.address[0], self.tls_port), "tcp"):
-            self.tls_server = await asyncio.start_server(
-                on_stream, self.address[0], self.tls_port, reuse_address=True)
+        self.tls_listener = TlsListener(ctx, limits, serve, count)
+        await self.tls_listener.start((self.address[0], self.tls_port))
 
     def close(self) -> None:
         if self.udp is not None:
             self.udp.close()
         if self.tcp is not None:
             self.tcp.close()
-        if self.tls_server is not None:
-            self.tls_server.close()
+        if self.tls_listener is not None:
+            self.tls_listener.close()
         for conn in [*self._conns, *self._tls_conns]:
             drop(conn)
 

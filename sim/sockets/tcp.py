@@ -1,7 +1,11 @@
 """DNS over TCP on the serving side: connection bounds, admission, and one connection's loop.
 
 Connections are bounded per listener and per process (:class:`TcpLimits`, RFC 7766
-§6.2); at a bound the connection idle longest is closed, or the new one refused.
+§6.2). At a bound the connection that made least progress is closed to admit the new one
+(as Knot, Unbound and dnsdist shed load): progress is a message read whole or a reply taken
+by the peer, so a connection idle between messages, or stuck in the middle of one for
+longer than ``stall``, can go; only connections whose current message or reply is moving
+are kept, and when every one is, the new connection is refused. Either way it is counted.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import resource
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from nodes.dns.zone import Address
@@ -17,6 +21,10 @@ from sim.sockets.links import ip_size
 from sim.sockets.timing import call_precisely, sleep_precisely
 
 TCP_IDLE_TIMEOUT = 10.0
+READ_CHUNK = 65_536  # bytes read at once: at most one whole message beside a partial one
+# connections the kernel queues before they are accepted (asyncio's default, 100, drops the
+# SYNs of new clients while a flood of connections waits to be accepted and shed)
+LISTEN_BACKLOG = 1024
 
 
 def raise_fd_limit() -> None:
@@ -33,7 +41,13 @@ class TcpLimits:
     per_listener: int = 256  # open connections per server (BIND's tcp-clients is 150)
     per_process: int = 0  # open connections over all listeners; 0: half the fd limit
     idle: float = TCP_IDLE_TIMEOUT  # no new message for this long: closed (§6.2.3)
-    message: float = TCP_IDLE_TIMEOUT  # a message must arrive whole this soon once begun
+    # a message must arrive whole this soon once its first byte came (Knot's tcp-io-timeout
+    # is 0.5 s, dnsdist's receive timeout 2 s)
+    message: float = 2.0
+    # a connection whose message or reply has not moved for this long counts as idle when
+    # room is needed (evicted before the new connection is refused)
+    stall: float = 0.5
+    handshake: float = 2.0  # TLS listeners: a handshake must finish this soon
     lifetime: float = 120.0  # a connection is closed this long after it opened
     write: float = TCP_IDLE_TIMEOUT  # a reply must be taken by the peer this soon
     write_buffer: int = 16 * 1024  # replies held for a slow reader before writes wait
@@ -48,28 +62,31 @@ class TcpLimits:
 class TcpConnection:
     writer: asyncio.StreamWriter
     listener: set
-    last: float  # loop time of the last complete message or reply
+    last: float  # loop time of its last progress: opened, a message read whole, a reply taken
     busy: bool = False  # a message is being read or answered
 
 
 _PROCESS_CONNS: set[TcpConnection] = set()  # every DNS-over-TCP connection this process holds
 
 
-def admit(conn: TcpConnection, limits: TcpLimits, count: Callable[[str], None]) -> bool:
-    """Make room for a new connection: at a limit, the connection idle longest (this
-    listener's, or the process's) is closed, as RFC 7766 §6.2.3 allows under pressure; if
-    every one is busy, the new one is refused. Counted either way."""
+def admit(conn: TcpConnection, limits: TcpLimits, count: Callable[[str], None],
+          now: float) -> bool:
+    """Make room for a new connection: at a limit (this listener's, or the process's) the
+    connection that made least progress is closed, as RFC 7766 §6.2.3 allows under
+    pressure: idle ones and ones stalled for ``limits.stall`` mid-message or mid-reply; if
+    every one is moving, the new one is refused. Counted either way."""
+    stalled = now - limits.stall
     for pool, limit, key in ((conn.listener, limits.per_listener, "tcp_listener_full"),
                              (_PROCESS_CONNS, limits.process_limit(), "tcp_process_full")):
         if len(pool) < limit:
             continue
-        idle = [c for c in pool if not c.busy]
-        if not idle:
+        victim = min((c for c in pool if not c.busy or c.last <= stalled),
+                     key=lambda c: c.last, default=None)
+        if victim is None:
             count(key + "_refused")
             return False
-        oldest = min(idle, key=lambda c: c.last)
-        drop(oldest)
-        count(key + "_evicted_idle")
+        count(key + ("_evicted_stalled" if victim.busy else "_evicted_idle"))
+        drop(victim)
     conn.listener.add(conn)
     _PROCESS_CONNS.add(conn)
     return True
@@ -83,11 +100,15 @@ def drop(conn: TcpConnection) -> None:
         transport.abort()
 
 
+Handler = Callable[[bytes, Address], "bytes | Iterable[bytes] | None"]
+Delay = Callable[[Address, int], "float | None"]
+
+
 async def serve_tcp_stream(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
-    handle: Callable[[bytes, Address], bytes | list[bytes] | None],
-    delay: Callable[[Address, int], float | None] | None = None,
+    handle: Handler,
+    delay: Delay | None = None,
     limits: TcpLimits | None = None,
     listener: set | None = None,
     count: Callable[[str], None] = lambda key: None,
@@ -104,38 +125,14 @@ async def serve_tcp_stream(
     loop = asyncio.get_running_loop()
     opened = loop.time()
     conn = TcpConnection(writer, listener if listener is not None else set(), opened)
-    if not admit(conn, limits, count):
+    if not admit(conn, limits, count, opened):
         writer.transport.abort()
         return
     writer.transport.set_write_buffer_limits(high=limits.write_buffer)
     peer = writer.get_extra_info("peername")[:2]
     why = ""
     try:
-        while True:
-            left = opened + limits.lifetime - loop.time()
-            if left <= 0:
-                why = "tcp_lifetime_closed"
-                break
-            try:
-                async with asyncio.timeout(min(limits.idle, left)):  # no task per read
-                    head = await reader.readexactly(2)
-            except TimeoutError:
-                why = "tcp_idle_closed" if limits.idle <= left else "tcp_lifetime_closed"
-                break
-            conn.busy = True
-            try:
-                async with asyncio.timeout(limits.message):
-                    data = await reader.readexactly(int.from_bytes(head, "big"))
-            except TimeoutError:
-                why = "tcp_slow_message_closed"
-                break
-            reply = handle(data, peer)
-            replies = () if reply is None else (reply,) if isinstance(reply, bytes) else reply
-            ended = await _write_replies(writer, peer, replies, delay, limits, transport)
-            if ended is not None:  # "": a lost segment ends the connection, uncounted
-                why = ended
-                break
-            conn.busy, conn.last = False, loop.time()
+        why = await _messages(reader, writer, conn, handle, delay, limits, peer, transport)
     except (asyncio.IncompleteReadError, ConnectionError, OSError):
         pass
     finally:
@@ -151,12 +148,55 @@ async def serve_tcp_stream(
             await writer.wait_closed()
 
 
-async def _write_replies(writer: asyncio.StreamWriter, peer: Address,
-                         replies: Sequence[bytes],
-                         delay: Callable[[Address, int], float | None] | None,
+async def _messages(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    conn: TcpConnection, handle: Handler, delay: Delay | None,
+                    limits: TcpLimits, peer: Address, transport: str) -> str:
+    """Read and answer messages until EOF ("") or a deadline (its counter's name)."""
+    loop = asyncio.get_running_loop()
+    end = conn.last + limits.lifetime
+    buf = bytearray()
+    begun = 0.0  # when the first byte of the message being read came
+    while True:
+        now = loop.time()
+        if buf:  # in the middle of a message
+            wait, ending = begun + limits.message - now, "tcp_slow_message_closed"
+        else:
+            wait, ending = limits.idle, "tcp_idle_closed"
+        if end - now < wait:
+            wait, ending = end - now, "tcp_lifetime_closed"
+        if wait <= 0:
+            return ending
+        try:
+            async with asyncio.timeout(wait):  # no task per read
+                chunk = await reader.read(READ_CHUNK)
+        except TimeoutError:
+            return ending
+        if not chunk:
+            return ""
+        if not buf:
+            begun = loop.time()
+        buf += chunk
+        conn.busy = True
+        while len(buf) >= 2 and len(buf) >= 2 + (size := int.from_bytes(buf[:2], "big")):
+            data = bytes(buf[2:2 + size])
+            del buf[:2 + size]
+            conn.last = loop.time()
+            reply = handle(data, peer)
+            replies = () if reply is None else (reply,) if isinstance(reply, bytes) else reply
+            ended = await _write_replies(writer, conn, peer, replies, delay, limits, transport)
+            if ended is not None:  # "": a lost segment ends the connection, uncounted
+                return ended
+            begun = loop.time()  # a message already begun counts from here
+        conn.busy = bool(buf)
+
+
+async def _write_replies(writer: asyncio.StreamWriter, conn: TcpConnection, peer: Address,
+                         replies: Iterable[bytes], delay: Delay | None,
                          limits: TcpLimits, transport: str) -> str | None:
     """Write each reply after its emulated delay; None when all went, "" when one was lost
-    (modelled as a dead connection), else the counter of the deadline that ended it."""
+    (modelled as a dead connection), else the counter of the deadline that ended it. Each
+    reply the peer takes is progress."""
+    loop = asyncio.get_running_loop()
     for out in replies:
         d = delay(peer, ip_size(transport, len(out))) if delay is not None else 0.0
         if d is None:  # emulated loss of a TCP segment: modelled as a dead connection
@@ -172,6 +212,7 @@ async def _write_replies(writer: asyncio.StreamWriter, peer: Address,
                 await writer.drain()
         except TimeoutError:
             return "tcp_write_timeout_closed"
+        conn.last = loop.time()
     return None
 
 
@@ -179,4 +220,3 @@ def write_open(writer: asyncio.StreamWriter, data: bytes) -> None:
     """Write ``data`` unless the connection is closing by now."""
     if not writer.is_closing():
         writer.write(data)
-

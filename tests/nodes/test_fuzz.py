@@ -1,7 +1,9 @@
 """Property tests: peer input never crashes a node, and nodes keep working afterwards.
 
 A nonzero ``internal_error`` count on a server means a bug of ours (an exception inside the
-answering code turned into SERVFAIL), so it is asserted to stay zero.
+answering code turned into SERVFAIL), so it is asserted to stay zero. Name-level mutations
+(label lengths 0–255, names over 255 bytes, pointer tricks) are in
+:mod:`tests.nodes.test_fuzz_names`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ counts, and sessions in scenario runs on the simulation and live engines."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,17 @@ def test_rbac_scopes_user_role_org() -> None:
     assert s.counts["rbac_filtered"] == 2
 
 
+def test_context_never_binds_a_tool_outside_the_scopes() -> None:
+    scopes = Scopes(roles=("Weather.Tools",), orgs=frozenset({"HKU"}))  # names normalised
+    assert scopes.roles == ("weather.tools.",) and scopes.orgs == {"hku"}
+    ctx = ToolContext(capacity=4, ttl=10.0, scopes=scopes)
+    ctx.bind([tool("in", "city.weather.tools."), tool("out", "finance.tools."),
+              tool("org", "hku.finance.tools.", org="hku")], 0.0)
+    assert sorted(t.id for t in ctx.bound()) == ["in", "org"] and ctx.refused == 1
+    with pytest.raises(ValueError, match="outside the RBAC scopes: out"):
+        ToolContext(capacity=4, ttl=10.0, always=[tool("out", "finance.tools.")], scopes=scopes)
+
+
 # ------------------------------------------------------------------------ runs
 
 
@@ -203,6 +215,46 @@ def test_rbac_filter_and_wider_fallback_in_a_run() -> None:
             assert ns.tools[tid].zone.endswith("." + role) or ns.tools[tid].zone == role
     wider = on[on.fallback == "wider"]
     assert (wider.stub_attempts >= 2).all()  # the second discovery went through the engine
+
+
+def _in_scope(ns: object, tid: str, role: str) -> bool:
+    zone = ns.tools[tid].zone  # type: ignore[attr-defined]
+    return bool(zone == role or zone.endswith("." + role))
+
+
+def test_registry_fallback_binds_only_tools_in_scope() -> None:
+    """Scopes apply to every path that binds a tool: the marketplace's answers too."""
+    ns = build_namespace(tiny())
+    free = run_scenario(tiny(min_tools=3, fallback="registry"), write=False).records
+    zones = Counter(ns.tools[t].zone for r in free[free.scheme == "on"].returned
+                    for t in r.split())
+    role = max((z for z, node in ns.zones.items() if node.org), key=lambda z: zones[z])
+    assert zones[role] > 0  # an organisation's zone some answers reach
+    res = run_scenario(tiny(min_tools=3, fallback="registry", scopes={"roles": [role]}),
+                       write=False)
+    on = res.records[res.records.scheme == "on"]
+    fb = on[on.fallback == "registry"]
+    assert len(fb) > 0 and (fb.fallback_tools > 0).all()
+    assert fb.rbac_filtered.sum() > 0  # the registry offered tools outside the scope
+    returned = [tid for r in on.returned for tid in r.split()]
+    assert returned and all(_in_scope(ns, tid, role) for tid in returned)
+
+
+def test_role_names_are_normalised_and_checked_against_the_namespace() -> None:
+    ns = build_namespace(tiny())
+    role = sorted(ns.zones["tools."].children)[0]
+    sc = tiny(capacity=16, scopes={"roles": [f" {role.rstrip('.').upper()}"]})
+    assert sc.agents.session is not None and sc.agents.session.scopes is not None
+    assert sc.agents.session.scopes.roles == (role,)  # case-folded, absolute: grants as meant
+    on = run_scenario(sc, write=False).records.query("scheme == 'on'")
+    returned = [tid for r in on.returned for tid in r.split()]
+    assert returned and all(_in_scope(ns, tid, role) for tid in returned)
+    with pytest.raises(ScenarioError, match=r"scopes\.roles: 'nowhere\.tools\.' names no zone"):
+        run_scenario(tiny(scopes={"roles": ["Nowhere.Tools"]}), write=False)
+    with pytest.raises(ScenarioError, match=r"scopes\.orgs: 'nobody' owns no tool"):
+        run_scenario(tiny(scopes={"orgs": ["Nobody"]}), write=False)
+    with pytest.raises(ValueError, match="is not a zone under tools"):
+        tiny(scopes={"roles": ["weather.xtools"]})
 
 
 def test_registry_fallback_is_modelled_http() -> None:

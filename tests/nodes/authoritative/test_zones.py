@@ -55,8 +55,10 @@ from nodes.authoritative.zonefile import (
     name_problem,
     oversized,
     txt_text,
+    walk_records,
 )
 from nodes.authoritative.zonestate import zone_records
+from nodes.dns.wire import PROTOCOLS, SERVICES
 from nodes.dns.zone import Delegation, ServerRef, ToolRecord, ZoneData
 from sim.build.hierarchy import build_hierarchy
 from sim.interop.export import export_zones, knot_conf, nsd_conf, zone_file_name
@@ -183,6 +185,8 @@ def test_master_file_has_the_zone_records_and_header() -> None:
         ("tool1.weather.tools.", "TXT", 300, '"a tool"'),
         ("tool2.weather.tools.", "TXT", 300, '"a tool"'),
     }
+    expected |= {(f"*._{s}._{p}.weather.tools.", "TYPE65280", 86400, "\\# 0 ")
+                 for s in SERVICES for p in PROTOCOLS}  # zonefile.walk_records
     assert got == expected
     # the records a server loaded with the zone would transfer, in the same order
     server = AuthoritativeServer([zone])
@@ -194,7 +198,7 @@ def test_master_file_has_the_zone_records_and_header() -> None:
     (".".join(["abcdefghi"] * 26) + ".weather.tools.", "bytes in wire form (at most 255)"),
     ("a..weather.tools.", "empty label"),
     ("wétter.weather.tools.", "not ASCII"),
-    ("has space.weather.tools.", "character ' '"),
+    ("*.weather.tools.", "a '*' label"),
 ])
 def test_invalid_names_fail_naming_zone_and_record(bad: str, problem: str) -> None:
     assert name_problem(bad) is not None
@@ -262,10 +266,11 @@ def test_rrset_larger_than_a_message_is_flagged(tmp_path: Path, n: int, bind_loa
         _query("_mcp._tcp.weather.tools.", "SRV").to_wire(), ("127.0.0.1", 1), 0.0, "tcp"))
     assert reply.flags & dns.flags.TC and 0 < len(reply.answer) < n
     # ... and transfers it whole, over several messages
-    messages = AuthoritativeServer([zone]).transfer(
+    messages = AuthoritativeServer([zone], transfer_acl=["127.0.0.1"]).transfer(
         _query(zone.name, "AXFR").to_wire(), ("127.0.0.1", 1), 0.0)
     assert messages is not None and len(messages) >= 2
-    assert sum(len(_parse(m).answer) for m in messages) == len(zone_records(zone)) + 1
+    assert sum(len(_parse(m).answer) for m in messages) == len(zone_records(zone)) + len(
+        walk_records(zone)) + 1
     assert not oversized(zone_records(_many(1200)))
 
 
@@ -297,7 +302,7 @@ def _big_leaf(n: int = 900) -> ZoneData:
 
 def test_axfr_split_over_messages() -> None:
     zone = _big_leaf()
-    server = AuthoritativeServer([zone])
+    server = AuthoritativeServer([zone], transfer_acl=["127.0.0.1"])
     query = _query(zone.name, "AXFR", use_edns=0)
     messages = server.transfer(query.to_wire(), ("127.0.0.1", 4000), 0.0)
     assert messages is not None and len(messages) >= 2
@@ -311,7 +316,7 @@ def test_axfr_split_over_messages() -> None:
         records += [rrset for rrset in msg.answer]
     assert records[0].rdtype == records[-1].rdtype == dns.rdatatype.SOA
     assert not any(r.rdtype == dns.rdatatype.SOA for r in records[1:-1])
-    assert len(records) == len(zone_records(zone)) + 1
+    assert len(records) == len(zone_records(zone)) + len(walk_records(zone)) + 1
     assert server.stats["axfr"] == 1 and server.stats["xfr_messages"] == len(messages)
     # dnspython reads the messages back into the zone the master file describes
     xfr = dns.zone.from_xfr((dns.message.from_wire(w, xfr=True) for w in messages),
@@ -330,11 +335,11 @@ def test_transfer_acl_and_refusals() -> None:
         assert out is not None and len(out) >= 1
         return _parse(out[0]).rcode()
 
-    assert rcode("127.0.0.1") == dns.rcode.NOERROR  # loopback
-    assert rcode("10.77.0.3") == dns.rcode.NOERROR  # another server of the hierarchy
+    assert rcode("127.0.0.1") == dns.rcode.REFUSED  # nobody by default, as NSD and Knot
+    assert rcode("10.77.0.3") == dns.rcode.REFUSED  # not even the hierarchy's servers
     assert rcode("10.77.9.9") == dns.rcode.REFUSED
     assert rcode("192.0.2.1") == dns.rcode.REFUSED
-    assert server.stats["xfr_refused_acl"] == 2
+    assert server.stats["xfr_refused_acl"] == 4
     server.transfer_acl, server.transfer_peers = networks(["192.0.2.0/24"]), frozenset()
     assert rcode("192.0.2.1") == dns.rcode.NOERROR
     assert rcode("127.0.0.1") == dns.rcode.REFUSED
@@ -369,11 +374,12 @@ def _ixfr(zone: str, serial: int) -> dns.message.Message:
 
 def test_ixfr_full_fallback_or_current_soa() -> None:
     zone = _zone(tools=(_tool(1), _tool(2)))
-    server = AuthoritativeServer([zone])
+    server = AuthoritativeServer([zone], transfer_acl=["127.0.0.1"])
     old = server.transfer(_ixfr(zone.name, 0).to_wire(), ("127.0.0.1", 1), 0.0)
     assert old is not None
     records = [r for w in old for r in _parse(w).answer]
-    assert len(records) == len(zone_records(zone)) + 1  # AXFR-style (RFC 1995 §4)
+    # AXFR-style (RFC 1995 §4)
+    assert len(records) == len(zone_records(zone)) + len(walk_records(zone)) + 1
     for serial in (zone.serial, zone.serial + 5):  # current, or "newer": SOA alone
         out = server.transfer(_ixfr(zone.name, serial).to_wire(), ("127.0.0.1", 1), 0.0)
         assert out is not None and len(out) == 1
@@ -401,7 +407,8 @@ def test_export_files_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                 replicas=2)
     zones = sorted(set(hierarchy.zone_of.values()))
     first = {z: a for a, z in reversed(list(hierarchy.zone_of.items()))}
-    records = sum(len(hierarchy.servers[first[z]].zone_records(z)) for z in zones)
+    records = sum(len(hierarchy.servers[first[z]].zone_records(z)) + len(walk_records(
+        hierarchy.servers[first[z]].zone_data(z))) for z in zones)
     assert line == (f"wrote {len(zones) + 3} files to {tmp_path / 'out'}/: {len(zones)} zones, "
                     f"{records} records; nsd.conf, knot.conf, named.conf load them")
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
@@ -566,7 +573,8 @@ def live(hierarchy) -> Iterator[tuple[object, int]]:
     from sim.sockets.hierarchy import LiveHierarchy
 
     port = _free_port([FIRST, "127.77.255.1"])
-    served = LiveHierarchy(hierarchy, port=port, resolver_address="127.77.255.1")
+    served = LiveHierarchy(hierarchy, port=port, resolver_address="127.77.255.1",
+                           allow_transfer=["127.0.0.1", f"{NSD_NET}.200.1", f"{KNOT_NET}.200.1"])
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     failed: list[BaseException] = []
@@ -829,7 +837,8 @@ def test_dig_kdig_drill_axfr_multi_message(hierarchy, live, exported: Path) -> N
     _served, port = live
     zone, address = _big_zone(hierarchy)
     expected = _file_zone(exported, zone)
-    n_records = len(hierarchy.servers[address].zone_records(zone)) + 1  # SOA twice
+    n_records = len(hierarchy.servers[address].zone_records(zone)) + len(walk_records(
+        hierarchy.servers[address].zone_data(zone))) + 1  # SOA twice
     wire = hierarchy.servers[address].transfer(_query(zone, "AXFR").to_wire(),
                                                ("127.0.0.1", 1), 0.0)
     assert wire is not None and len(wire) >= 2  # big enough to need several messages

@@ -77,11 +77,9 @@ def test_help_imports_nothing_heavy() -> None:
 
 
 def test_option_defaults_agree_with_the_nodes() -> None:
-    from nodes.dns.cache import DEFAULT_MAX_BYTES
     from nodes.dns.wire import DEFAULT_OPTION_CODE
 
     assert common.DEFAULT_OPTION_CODE == DEFAULT_OPTION_CODE
-    assert common.DEFAULT_CACHE_BYTES == DEFAULT_MAX_BYTES
 
 
 def test_show_config_applies_seed_and_set(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

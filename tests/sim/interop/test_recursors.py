@@ -1,7 +1,7 @@
 """Stock resolvers in front of a served hierarchy (``tooldns recursors``): Unbound, BIND, Knot
 Resolver, PowerDNS Recursor and dnsdist, each in a fresh network namespace on port 53.
 
-The matrix runs once for the module (all five, plain and DNSSEC variants, ~35 s); each
+The matrix runs once for the module (all five, plain and DNSSEC variants, ~45 s); each
 test asserts what was measured for one resolver. Needs root (``unshare --net``); a
 resolver whose binary is missing is skipped with that reason (``bash .ci/setup`` installs
 them, so CI runs every test). The configuration tests run without root.
@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from sim.interop.matrix import RecursorError, run_matrix
-from sim.interop.probe import _ready, minimised
+from sim.interop.probe import RANK_INTENTS, RANK_K, _ready, by_priority, minimised
 from sim.interop.process import Running
 from sim.interop.resolvers import RESOLVERS, SPECS, Setup, Spec
-from sim.interop.rows import ROWS
-from sim.interop.tables import cost_markdown, cost_rows, matrix_markdown
+from sim.interop.rows import ROWS, rank_counts
+from sim.interop.tables import cost_markdown, cost_rows, matrix_markdown, rank_markdown
 
 pytestmark = [pytest.mark.live, pytest.mark.interop]
 
@@ -202,6 +202,58 @@ def test_bind_adds_the_targets_a_records(matrix: dict) -> None:
             assert all(t in extra for t in cold["srv"]), extra
         else:  # minimal responses: the agent asks for each target's A itself
             assert not extra, (name, extra)
+
+
+# --------------------------------------------------------------------- rank order
+
+
+@needs_root
+@pytest.mark.parametrize("name", RESOLVERS)
+def test_rank_order_survives_every_resolver(matrix: dict, name: str) -> None:
+    """Ten intents walked with K = 5: the leaves number their top K by SRV priority, and
+    through every resolver the order read back from the priorities is the leaf's, whatever
+    order the RRset arrived in (the recursors reorder it; measured before the priorities
+    carried the rank: 3/10 through Unbound, 0/10 through BIND, 3/10 through Knot)."""
+    _installed(name)
+    meta = matrix["meta"]
+    assert len(meta["rank_intents"]) == RANK_INTENTS and meta["rank_k"] == RANK_K
+    for intent in meta["rank_intents"]:
+        targets, priorities = meta["ranking"][intent]
+        assert priorities == list(range(len(targets))) and len(targets) >= 2, intent
+    row = _row(matrix, name, "rank order")
+    assert row["cell"] == "yes", row
+    for n, intent in enumerate(meta["rank_intents"]):
+        answer = _probe(matrix, name, f"rank {n}")["answer"]
+        assert answer["rcode"] == "NOERROR", answer
+        assert by_priority(answer["srv"], answer["priority"]) == meta["ranking"][intent][0]
+    probes = matrix["resolvers"][name]["variants"]["plain"]["probes"]
+    counts = rank_counts(probes, meta)
+    assert counts["by_priority"] == counts["answered"] == RANK_INTENTS
+    assert f"| {name} | {RANK_INTENTS} | " in rank_markdown(matrix)
+
+
+def test_rank_row_reads_priority_not_rrset_order() -> None:
+    """The row's logic on made-up probes: a shuffled RRset with the ranks as priorities
+    keeps the order; the same shuffle with every priority 0 loses it."""
+    from sim.interop.rows import _rank_row
+
+    want = ["a.leaf.", "b.leaf.", "c.leaf."]
+    meta = {"rank_intents": ["x", "y"], "rank_k": 3,
+            "ranking": {"x": (want, [0, 1, 2]), "y": (want[:2], [0, 1])}}
+
+    def probes(srv: list[list[str]], priority: list[list[int]]) -> dict:
+        return {f"rank {n}": {"answer": {"rcode": "NOERROR", "srv": s, "priority": p}}
+                for n, (s, p) in enumerate(zip(srv, priority, strict=True))}
+
+    shuffled = [["c.leaf.", "a.leaf.", "b.leaf."], ["a.leaf.", "b.leaf."]]
+    good = _rank_row(probes(shuffled, [[2, 0, 1], [0, 1]]), None, meta)
+    assert good["cell"] == "yes", good
+    assert "priority 2/2" in good["detail"] and "as received 1/2" in good["detail"]
+    flat = _rank_row(probes(shuffled, [[0, 0, 0], [0, 0]]), None, meta)
+    assert flat["cell"] == "no" and "priority 1/2" in flat["detail"], flat
+    unnumbered = {**meta, "ranking": {"x": (want, [0, 0, 0]), "y": (want[:2], [0, 0])}}
+    assert _rank_row(probes([want, want[:2]], [[0, 0, 0], [0, 0]]), None,
+                     unnumbered)["cell"] == "no"
 
 
 # ------------------------------------------------------------------------- DNSSEC
