@@ -15,11 +15,16 @@
     queries reaching the resolvers (agents' packets in nodes.csv), queries reaching the
     servers (servers' rx_packets), bytes per query, median latency, the session hit rate;
     ratios against the session-off scheme of the same resolver.
+(c) ``scopes`` — RBAC through every binding path: a role scoping the session to one
+    first-level zone (the second most reached by unscoped answers), with and without the
+    registry fallback (``min_tools: 3``); tools bound, and how many lie outside the scope
+    (must be 0: the context binds nothing outside its scopes, whatever path offers it).
 
 Run
     python3 benchmarks/bench_session.py            # both, markdown on stdout
     python3 benchmarks/bench_session.py table1
     python3 benchmarks/bench_session.py load
+    python3 benchmarks/bench_session.py scopes
 """
 
 from __future__ import annotations
@@ -164,9 +169,50 @@ def load() -> str:
     return head + "\n\n" + "\n".join(table)
 
 
+def scopes() -> str:
+    from collections import Counter
+
+    from sim.build.namespace import build_namespace
+    from sim.scenario import Scenario
+
+    def scenario(**session: object) -> Scenario:
+        return Scenario.model_validate({
+            "name": "scopes", "seed": 4,
+            "namespace": {"source": "synthetic", "tools": 2000, "branching": 4, "depth": 2,
+                          "orgs": 3},
+            "network": {"topology": "star", "nodes": 4, "link": {"delay": {"mean": 0.002}},
+                        "resolvers": 1, "agents": 4},
+            "schemes": [{"name": "on", "k": 3}],
+            "workload": {"queries": 200, "pool": 40, "popularity": "zipf",
+                         "arrival": {"process": "poisson", "rate": 20}},
+            "agents": {"session": {"schemes": ["on"], **session}},
+            "outputs": {"plots": False}})
+
+    def bound(**session: object) -> list[str]:
+        df = run_scenario(scenario(**session), write=False).records
+        return [t for ids in df.returned for t in ids.split()]
+
+    ns = build_namespace(scenario())
+    top = Counter(".".join(ns.tools[t].zone.split(".")[-3:])
+                  for t in bound(min_tools=3, fallback="registry"))
+    role = top.most_common(2)[-1][0]
+    rows = []
+    for label, over in (("DNS walk only", {}),
+                        ("registry fallback, min_tools 3", {"min_tools": 3,
+                                                            "fallback": "registry"})):
+        ids = bound(scopes={"roles": [role]}, **over)
+        outside = sum(1 for t in ids if not (ns.tools[t].zone == role
+                                             or ns.tools[t].zone.endswith("." + role)))
+        rows.append(f"| {label} | {len(ids)} | {outside} |")
+    return (f"2,000 synthetic tools (branching 4, depth 2), 200 queries from a pool of 40, "
+            f"K = 3, the session scoped to role {role}\n\n| binding paths | tools bound | "
+            f"outside the scope |\n|---|---:|---:|\n" + "\n".join(rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="?", choices=("table1", "load", "all"), default="all")
+    parser.add_argument("what", nargs="?", choices=("table1", "load", "scopes", "all"),
+                        default="all")
     args = parser.parse_args()
     print(f"<!-- {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, "
           f"{platform.processor() or platform.machine()}, Python {platform.python_version()} -->")
@@ -175,7 +221,10 @@ def main() -> None:
         print(table1() + "\n")
     if args.what in ("load", "all"):
         print("### (b) DNS load with the session cache off and on\n")
-        print(load())
+        print(load() + "\n")
+    if args.what in ("scopes", "all"):
+        print("### (c) RBAC scopes through every binding path\n")
+        print(scopes())
 
 
 if __name__ == "__main__":

@@ -165,6 +165,13 @@ def _python(argv: list[str]) -> None:
         path, args = ROOT / argv[0], argv[1:]
         assert path.is_file(), argv[0]
         source = path.read_text()
+    if "\ndef build_parser(" in source and argv[0] != "-m":  # parse with the script's own parser
+        script = importlib.util.spec_from_file_location(f"_doc_{path.stem}", path)
+        assert script is not None and script.loader is not None
+        module_ = importlib.util.module_from_spec(script)
+        script.loader.exec_module(module_)
+        module_.build_parser().parse_args(args)  # SystemExit(2) on an unknown flag or word
+        return
     for arg in args:
         if arg.startswith("-") and not arg.startswith("--inside"):
             flag = arg.split("=")[0]
