@@ -12,7 +12,7 @@ import argparse
 import re
 from dataclasses import dataclass
 
-from analysis.metrics import EVAL_TABLE, METRICS, SUMMARY
+from analysis.metrics import EVAL_TABLE, METRICS, PHASE, SUMMARY
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,8 @@ RECORDS = (
     _f("packets_up", "packets", "IP packets sent"),
     _f("packets_down", "packets", "IP packets received"),
     _f("servers_contacted", "servers", "distinct servers contacted"),
-    _f("cache_hits", "hits", "resolver cache hits that helped the query"),
+    _f("cache_hits", "hits", "resolver cache hits in the query's walks (any record kind; "
+       "the walk may still have asked upstream: exchanges > 0)"),
     _f("cache_detail", "JSON", "cache hits by kind ({kind: count})"),
     _f("timeouts", "timeouts", "timed-out exchanges (stub and upstream)"),
     _f("retries", "retries", "upstream retries after a timeout"),
@@ -131,6 +132,8 @@ SUMMARY_KEYS = (
     _f("namespace_stats", "", "zones, leaves, tools, queries, max_depth, max_branching, "
        "mean_leaf_size, max_leaf_size"),
     _f("schemes", "", "per scheme: the metrics below"),
+    _f("phases", "", "per scheme: a list with one entry per workload phase (the metrics "
+       "below)", "workload.phases > 1"),
     _f("replay", "", "per scheme: completed queries, warm_time_s, end_time_s, lost_packets, "
        "schedule_error_ms (and dot_opened/dot_closed with DNS over TLS)"),
     _f("provenance", "", "tooldns version, git commit, python, platform, host, times, argv "
@@ -150,6 +153,8 @@ SUMMARY_KEYS = (
        "processing.model: calibrated"),
 )
 SCHEME_KEYS = tuple(_f(m.key, m.unit, m.meaning) for m in (METRICS[k] for k in SUMMARY))
+PHASE_KEYS = (_f("phase", "", "the workload phase"),
+              *(_f(m.key, m.unit, m.meaning) for m in (METRICS[k] for k in PHASE)))
 PARTIAL_KEYS = (
     _f("complete", "bool", "false: an interrupted run"),
     _f("reason", "", "why the run stopped"),
@@ -199,6 +204,9 @@ FILES = (
                SUMMARY_KEYS),
     OutputFile("summary.json schemes.<scheme>", RUN,
                "per-scheme metrics (analysis.metrics)", SCHEME_KEYS),
+    OutputFile("summary.json phases.<scheme>[]", RUN,
+               "per-phase metrics (analysis.metrics; analysis.results.per_phase has them "
+               "unrounded)", PHASE_KEYS, "workload.phases > 1"),
     OutputFile("partial.json", RUN, "an interrupted run's summary of the finished schemes "
                "(instead of summary.json): its keys plus these", PARTIAL_KEYS,
                "run interrupted"),
@@ -261,4 +269,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from analysis.pipes import guarded
+
+    raise SystemExit(guarded(main))

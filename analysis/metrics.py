@@ -4,8 +4,9 @@ label, unit, format, figure axis label and, for the per-query aggregates, how it
 computed from a group of records. The console tables, reports, figures, ``per_phase`` and
 the run summary all read it from here.
 
-    from analysis.metrics import METRICS, aggregate
+    from analysis.metrics import METRICS, aggregate, grouped
     aggregate(records, tools=2000)      # {scheme: {key: value}}: summary.json "schemes"
+    grouped(records, ["scheme", "phase"], PHASE)   # the same, unrounded, as a frame
 """
 
 from __future__ import annotations
@@ -61,6 +62,22 @@ def _ok_latency(q: float | None) -> Stat:
     return stat
 
 
+def mean_of(values: Iterable[float]) -> float | None:
+    """The mean of ``values`` with a correctly rounded sum (``math.fsum``), so it does not
+    depend on their order (a run's tally and its records agree bit for bit); None if empty."""
+    values = list(values)
+    return math.fsum(values) / len(values) if values else None
+
+
+def _ok_mean_latency(g: pd.DataFrame, _: int) -> float | None:
+    return mean_of(g.latency_ms[g.success].tolist())
+
+
+def _without_upstream(g: pd.DataFrame, _: int) -> float:
+    """Answered (``success``) with no upstream exchange: the resolver's caches alone."""
+    return float((g.success & g.exchanges.eq(0)).mean())
+
+
 _ALL = (
     # per-query aggregates (summary.json "schemes", per_phase)
     Metric("queries", "queries", "", "{}", "discoveries (queries) in the group",
@@ -72,15 +89,27 @@ _ALL = (
     Metric("hit_at_k", "hit@K", "", "{:.1%}",
            "share with a ground-truth tool among the K answers", stat=_mean("hit_at_k"),
            digits=6),
+    Metric("answered_without_upstream", "no upstream", "", "{:.1%}",
+           "share of discoveries answered (success) without any upstream query "
+           "(exchanges = 0): from the resolver's caches alone",
+           axis="answered without upstream queries",
+           stat=_without_upstream, digits=6),
+    Metric("mean_upstream_queries", "upstream queries", "queries", "{:.2f}",
+           "mean upstream queries per discovery, retries included (ToolDNS: resolver to "
+           "servers; registries: HTTP calls)", axis="upstream queries per discovery",
+           stat=_mean("exchanges"), digits=6),
     Metric("mean_round_trips", "RTTs", "round trips", "{:.2f}",
            "mean sequential round trips per query", axis="round trips per query",
            stat=_mean("round_trips"), digits=6),
+    Metric("mean_latency_ms", "mean ms", "ms", "{:.2f}",
+           "mean discovery latency of the successful queries (null: none succeeded)",
+           axis="mean latency (ms)", stat=_ok_mean_latency, digits=6),
     Metric("median_latency_ms", "median ms", "ms", "{:.2f}",
            "median discovery latency of the successful queries (null: none succeeded)",
            axis="median latency (ms)", stat=_ok_latency(None), digits=6),
     Metric("p95_latency_ms", "p95 ms", "ms", "{:.2f}",
            "95th percentile latency of the successful queries (null: none succeeded)",
-           stat=_ok_latency(0.95), digits=6),
+           axis="p95 latency (ms)", stat=_ok_latency(0.95), digits=6),
     Metric("mean_bytes_up", "bytes up", "bytes", "{:.0f}",
            "mean IP bytes sent towards the servers per query", stat=_mean("bytes_up"),
            digits=3),
@@ -97,10 +126,13 @@ _ALL = (
            "mean items scored per query C(q)", axis="items examined C(q)",
            stat=_mean("tools_examined"), digits=3),
     Metric("search_space_reduction", "search space saved", "", "{:.1%}",
-           "1 - mean C(q) / tools in the namespace",
-           stat=lambda g, tools: 1 - float(g.tools_examined.mean()) / tools, digits=6),
-    Metric("cache_hit_queries", "cache-helped", "", "{:.1%}",
-           "share of queries helped by a resolver cache",
+           "1 - mean C(q) / tools in the namespace (null: no tools)",
+           stat=lambda g, tools: 1 - float(g.tools_examined.mean()) / tools if tools else None,
+           digits=6),
+    Metric("any_cache_hit", "any cache hit", "", "{:.1%}",
+           "share of discoveries with at least one resolver cache hit anywhere in their "
+           "walks (NS, referral, SRV or A record), whether or not they still queried "
+           "upstream (see answered_without_upstream)",
            stat=lambda g, _: float((g.cache_hits > 0).mean()), digits=6),
     Metric("start_s", "starts at s", "s", "{:.1f}", "send time of the group's first query",
            stat=lambda g, _: float(g.sent_s.min()), digits=9),
@@ -149,25 +181,35 @@ _ALL = (
 )
 
 #: the footnote of the comparison table per scheme
-NOTE = ("per query; RTTs = sequential round trips (ToolDNS: resolver↔servers; registries: "
-        "TCP/TLS handshakes + HTTP calls); bytes/packets at the IP layer incl. the "
-        "agent↔resolver exchange; C(q) = items scored (servers, registry, ANS client)")
+NOTE = ("per query; no upstream = answered from the resolver's caches alone; upstream "
+        "queries = resolver→servers (registries: HTTP calls), retries included; latency "
+        "of the successful queries; RTTs = sequential round trips (ToolDNS: "
+        "resolver↔servers; registries: TCP/TLS handshakes + HTTP calls); bytes/packets at "
+        "the IP layer incl. the agent↔resolver exchange; C(q) = items scored (servers, "
+        "registry, ANS client)")
 
 #: every metric by key
 METRICS: dict[str, Metric] = {m.key: m for m in _ALL}
 
 #: summary.json "schemes": the per-scheme aggregates of a run's records
-SUMMARY = ("queries", "success", "hit_at_1", "hit_at_k", "mean_round_trips",
+SUMMARY = ("queries", "success", "hit_at_1", "hit_at_k", "answered_without_upstream",
+           "mean_upstream_queries", "mean_round_trips", "mean_latency_ms",
            "median_latency_ms", "p95_latency_ms", "mean_bytes_up", "mean_bytes_down",
-           "mean_packets", "mean_tools_examined", "search_space_reduction",
-           "cache_hit_queries")
-#: the comparison table per scheme (console, reports, sweep report)
-SCHEME_TABLE = tuple(k for k in SUMMARY if k != "search_space_reduction")
-#: analysis.results.per_phase: per (scheme, phase) aggregates
-PHASE = ("queries", "success", "hit_at_k", "mean_round_trips", "median_latency_ms",
-         "mean_bytes", "cache_hit_queries", "start_s")
+           "mean_packets", "mean_tools_examined", "search_space_reduction", "any_cache_hit")
+#: the comparison table per scheme (console, reports, sweep report); any_cache_hit is left
+#: out: nearly every walk hits some cache, so it hides the effect answered_without_upstream
+#: shows
+SCHEME_TABLE = tuple(k for k in SUMMARY if k not in ("search_space_reduction",
+                                                     "any_cache_hit"))
+#: per (scheme, phase) aggregates: summary.json "phases" and analysis.results.per_phase
+PHASE = ("queries", "success", "hit_at_k", "answered_without_upstream",
+         "mean_upstream_queries", "mean_round_trips", "mean_latency_ms", "median_latency_ms",
+         "p95_latency_ms", "mean_bytes", "any_cache_hit", "start_s")
 #: the per-phase table of reports
-PHASE_TABLE = tuple(k for k in PHASE if k != "hit_at_k")
+PHASE_TABLE = tuple(k for k in PHASE if k not in ("hit_at_k", "any_cache_hit"))
+#: what a repeated workload changes: the per-phase console table (``a → b → c``)
+PHASE_CHANGE = ("answered_without_upstream", "mean_upstream_queries", "mean_latency_ms",
+                "median_latency_ms")
 #: the sweep's console table and figures (columns of sweep.csv)
 SWEEP_SHOWN = ("success", "hit_at_k", "mean_round_trips", "median_latency_ms",
                "mean_bytes_down", "mean_tools_examined")
@@ -208,3 +250,41 @@ def aggregate(records: pd.DataFrame, tools: int, by: str = "scheme",
     keys = tuple(keys)
     return {str(name): summarise_group(g, tools, keys)
             for name, g in records.groupby(by, sort=False)}
+
+
+def aggregate_phases(records: pd.DataFrame, tools: int, keys: Iterable[str] = PHASE
+                     ) -> dict[str, list[dict[str, Any]]]:
+    """Per scheme (in order of appearance), one row per workload phase (in phase order):
+    ``{"phase": p, **keys metrics}``, rounded: ``summary.json`` "phases"."""
+    keys = tuple(keys)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for scheme, g in records.groupby("scheme", sort=False):
+        out[str(scheme)] = [{"phase": int(phase), **summarise_group(g[g.phase == phase], tools,
+                                                                    keys)}
+                            for phase in sorted(g.phase.unique())]
+    return out
+
+
+
+def grouped(records: pd.DataFrame, by: list[str], keys: Iterable[str], tools: int = 0
+            ) -> pd.DataFrame:
+    """One row per ``by`` group (in order of appearance; index named ``by``), one column
+    per metric of ``keys`` that is aggregated from records, unrounded (NaN: no value)."""
+    import pandas as pd
+
+    shown = [m for m in metrics(keys) if m.stat is not None]
+    index: list[Any] = []
+    rows = []
+    for name, g in records.groupby(by, sort=False):
+        index.append(name if len(by) > 1 else name[0])
+        rows.append({m.key: _nan(m.stat(g, tools)) for m in shown if m.stat is not None})
+    idx = (pd.MultiIndex.from_tuples(index, names=by) if len(by) > 1
+           else pd.Index(index, name=by[0]))
+    out = pd.DataFrame(rows, index=idx, columns=[m.key for m in shown])
+    if "queries" in out and len(out):
+        out["queries"] = out["queries"].astype(int)
+    return out
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else value

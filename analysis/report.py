@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from analysis.metrics import (
     EVAL_TABLE,
     FAULT_TABLE,
+    METRICS,
     NOTE,
     PHASE_TABLE,
     SCHEME_TABLE,
@@ -35,6 +36,7 @@ from analysis.metrics import (
     format_value,
     metrics,
 )
+from analysis.pivot import legend_of, metric_pivot, point_names, recorded, split_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -209,8 +211,8 @@ def run_report(path: Path) -> Report:
         frame = _formatted(records, _columns(PHASE_TABLE), keys=["scheme", "phase"])
         report.sections.append(Section("Per workload phase", [
             Text("The same workload replayed in phases: what changes once the caches are "
-                 "warm (median latency of successful queries; cache-helped = share of "
-                 "queries answered with help from a resolver cache)."),
+                 "warm (latency of successful queries; no upstream = share of "
+                 "queries answered from the resolver's caches alone)."),
             Table(frame),
             _picture("per_phase.png", plots.phase_bars(df, title=title))]))
     if "trust" in s:
@@ -241,8 +243,8 @@ def run_report(path: Path) -> Report:
             Table(load.reset_index().astype(str), "packets received per node role")]))
     figures: list[Block] = [_picture(name, fig(df, None, title)) for name, fig in (
         ("latency_cdf.png", plots.latency_cdf), ("bytes_per_query.png", plots.bytes_per_query),
-        ("cache_hits_over_time.png", lambda d, p, t: plots.cache_hits_over_time(d, p,
-                                                                                title=t)))
+        ("cache_hits_over_time.png", lambda d, p, t: plots.cache_hits_over_time(
+            d, p, title=t, ttls=plots.ttl_marks(run.scenario))))
     ] if len(df) else []
     report.sections.append(Section("Figures", figures or [Text("No records.")]))
     if (yml := _read_text(path / "scenario.yaml")) is not None:
@@ -286,7 +288,7 @@ def sweep_report(path: Path) -> Report:
     name = meta.get("scenario") or sw.scenario.get("name") or path.name
     report = Report(f"{name}: sweep report", "sweep")
     if meta.get("failed"):
-        report.banner = f"{len(meta['failed'])} points failed (see Points)."
+        report.banner = f"{len(meta['failed'])} points failed (see Failed points)."
     overview = {"scenario": name, "description": sw.scenario.get("description") or None,
                 "seed": meta.get("seed", sw.scenario.get("seed")),
                 "engine": sw.scenario.get("engine"),
@@ -299,23 +301,70 @@ def sweep_report(path: Path) -> Report:
     report.sections.append(Section("Sweep", [Table(_key_values(overview)),
                                              Table(grid, "grid (cartesian product)")]))
     report.sections.append(provenance_section(meta.get("provenance")))
-    cols = _columns(SCHEME_TABLE, list(table.columns))
-    keys = [k for k in ("point", *sw.axes, "scheme") if k in table.columns]
-    frame = _formatted(table.to_dict("records"), cols, keys=keys)
-    report.sections.append(Section("Results per point and scheme", [
-        Table(frame, "sweep.csv (every metric of each point's summary.json)"),
-        Text(NOTE, note=True)]))
+    report.sections.append(_pivot_section(table, sw.axes))
+    report.sections.append(_points_section(table, sw.axes))
     if meta.get("failed"):
-        report.sections.append(Section("Points", [
+        report.sections.append(Section("Failed points", [
             Table(_key_values(meta["failed"], "failed point", "error"))]))
     title = sweep_title({**meta, "scenario": name})
     figures: list[Block] = [_picture(n, fig) for n, fig in sweep_plots.figures(table, sw.grid,
                                                                       title).items()]
     report.sections.append(Section("Figures", figures or [Text("No finished points.")]))
+    report.sections.append(_all_values_section(table, sw.axes))
     if (yml := _read_text(path / "scenario.yaml")) is not None:
         report.sections.append(Section("Scenario (base, with its sweep grid)", [
             Code(yml, "yaml")]))
     return report
+
+
+def _split(frame: pd.DataFrame, keys: int, caption: str = "") -> list[Block]:
+    """``frame`` as tables that each fit the page (the key columns repeated in each)."""
+    parts = split_columns(frame, keys)
+    return [Table(part, caption if i == 0 else f"{caption} (continued)" if caption else "")
+            for i, part in enumerate(parts)]
+
+
+def _pivot_section(table: pd.DataFrame, axes: Sequence[str]) -> Section:
+    """One pivot per metric the points recorded: grid axes x schemes."""
+    if table.empty or not [a for a in axes if a in table.columns]:
+        return Section("Metrics by grid axis", [Text("No finished points.")])
+    legend = legend_of(axes)
+    blocks: list[Block] = [Text(
+        "How each metric scales over the grid: a table per metric, a row per scheme"
+        + (" and value of the leading axes" if len(axes) > 1 else "")
+        + ", a column per value of the last axis" + (f" ({legend})." if legend else "."))]
+    for key in recorded(table):
+        m = METRICS[key]
+        frame = metric_pivot(table, key, axes)
+        keys = len(frame.columns) - table[axes[-1]].nunique() if axes[-1] in table else 1
+        unit = f" ({m.unit})" if m.unit else ""
+        blocks += _split(frame, keys, f"{m.label}{unit}: {m.meaning}")
+    blocks.append(Text(NOTE, note=True))
+    return Section("Metrics by grid axis", blocks)
+
+
+def _points_section(table: pd.DataFrame, axes: Sequence[str]) -> Section:
+    """Which folder under points/ holds which point."""
+    import pandas as pd
+
+    if table.empty:
+        return Section("Points", [Text("No finished points.")])
+    names = point_names(table, axes)
+    frame = pd.DataFrame({"point": names, "folder": "points/" + table["point"].astype(str)}
+                         ).drop_duplicates()
+    return Section("Points", [Table(frame, "each point's run folder (summary.json, "
+                                           "records, report)")])
+
+
+def _all_values_section(table: pd.DataFrame, axes: Sequence[str]) -> Section:
+    """sweep.csv as read: a row per (point, scheme), split into tables that fit."""
+    if table.empty:
+        return Section("All values", [Text("No finished points.")])
+    records = table.assign(point=point_names(table, axes)).to_dict("records")
+    cols = _columns(recorded(table), list(table.columns))
+    frame = _formatted(records, cols, keys=["point", "scheme"])
+    return Section("All values", _split(frame, 2, "sweep.csv: every metric of each "
+                                                  "point's summary.json"))
 
 
 # ---------------------------------------------------------------------------- eval report
@@ -372,7 +421,7 @@ border-bottom:1px solid #ddd;padding-bottom:.2em}
 nav{font-size:.9em;color:#555}nav a{margin-right:.8em;color:#2463b0;text-decoration:none}
 table{border-collapse:collapse;margin:.6em 0;font-size:.86em}
 th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right;white-space:nowrap}
-th{background:#f3f5f8}td:first-child,th:first-child{text-align:left}
+th{background:#f3f5f8;white-space:normal}td:first-child,th:first-child{text-align:left}
 caption{caption-side:top;text-align:left;color:#555;font-size:.95em;padding:.2em 0}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
 figcaption{color:#555;font-size:.9em}
@@ -560,4 +609,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from analysis.pipes import guarded
+
+    raise SystemExit(guarded(main))

@@ -3,6 +3,7 @@
     from analysis.results import load_run, load_runs, load_sweep, per_phase
     run = load_run("results/quickstart")
     run.records.groupby("scheme").latency_ms.describe()
+    run.by_scheme()                                # summary.json's metrics, unrounded
     per_phase(run.records)                         # phased workloads: how caches warm up
     allruns = load_runs(["results/quickstart", "results/cache-warmth"])
     sweep = load_sweep("results/sweep-branching-depth")   # sweep.csv + sweep.json
@@ -23,7 +24,7 @@ from typing import Any, Literal
 import pandas as pd
 import yaml
 
-from analysis.metrics import PHASE, SWEEP_SHOWN, metrics
+from analysis.metrics import PHASE, SCHEME_TABLE, SWEEP_SHOWN, grouped
 from analysis.titles import run_title
 
 Kind = Literal["run", "sweep", "eval"]
@@ -38,11 +39,12 @@ class Run:
     scenario: dict  # the resolved scenario as saved
     complete: bool = True  # False: an interrupted run (partial.json, finished schemes only)
 
-    def by_scheme(self, *metrics: str) -> pd.DataFrame:
-        """Mean of the given per-query metrics (default: a few usual ones) per scheme."""
-        cols = list(metrics) or ["success", "hit_at_1", "hit_at_k", "round_trips",
-                                 "latency_ms", "bytes_up", "bytes_down", "tools_examined"]
-        return self.records.groupby("scheme", sort=False)[cols].mean()
+    def by_scheme(self, *keys: str) -> pd.DataFrame:
+        """Per scheme, the metrics of ``keys`` (``analysis.metrics`` keys; default: the
+        comparison table, ``SCHEME_TABLE``) from the records, unrounded: ``mean_latency_ms``,
+        ``median_latency_ms``, ``answered_without_upstream`` ... as in ``summary.json``."""
+        tools = int((self.summary.get("namespace_stats") or {}).get("tools") or 0)
+        return grouped(self.records, ["scheme"], keys or SCHEME_TABLE, tools)
 
     @property
     def title(self) -> str:
@@ -142,20 +144,12 @@ def load_eval(path: str | Path) -> Eval:
 
 def per_phase(records: pd.DataFrame) -> pd.DataFrame:
     """One row per (scheme, phase) of a run's records: what a repeated workload changes
-    (``analysis.metrics.PHASE``: mean round trips, median latency of the successes, share
-    helped by a cache, ...), unrounded."""
-
-    def one(g: pd.DataFrame) -> pd.Series:
-        values = {m.key: m.stat(g, 0) for m in metrics(PHASE) if m.stat is not None}
-        return pd.Series({k: float("nan") if v is None else v for k, v in values.items()})
-
+    (``analysis.metrics.PHASE``: share answered without upstream queries, mean and median
+    latency of the successes, upstream queries, ...), unrounded; ``summary.json``
+    "phases" holds the same figures rounded."""
     if records.empty:
         return pd.DataFrame()
-    cols = ["success", "hit_at_k", "round_trips", "latency_ms", "bytes_up", "bytes_down",
-            "cache_hits", "sent_s"]
-    out = records.groupby(["scheme", "phase"], sort=False)[cols].apply(one)
-    out["queries"] = out["queries"].astype(int)
-    return pd.DataFrame(out)
+    return grouped(records, ["scheme", "phase"], PHASE)
 
 
 def phases(records: pd.DataFrame) -> int:
@@ -225,4 +219,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from analysis.pipes import guarded
+
+    raise SystemExit(guarded(main))

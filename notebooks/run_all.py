@@ -1,9 +1,9 @@
 """Execute the notebooks in this folder and save them with their outputs, so they read well
 on GitHub (``tests/analysis/test_notebooks.py`` executes them too, without saving).
 
-    python3 notebooks/run_all.py                 # all of them, in place
-    python3 notebooks/run_all.py 02 04           # those whose name starts with 02 or 04
-    python3 notebooks/run_all.py --check         # execute only; fail on any error
+    python3 -m notebooks.run_all                 # all of them, in place
+    python3 -m notebooks.run_all 02 04           # those whose name starts with 02 or 04
+    python3 -m notebooks.run_all --check         # execute only; fail on any error
 
 Each notebook runs in a fresh ``python3`` kernel with this folder as working directory
 and writes its run under ``results/notebooks/``. Saved notebooks carry no execution

@@ -55,6 +55,14 @@ def shown(value: object, width: int = 60) -> str:
     return text if len(text) <= width + 20 else text[:width] + "..."
 
 
+def in_file(file: str, message: str) -> str:
+    """``message`` with each line naming ``file`` first (``FILE: field: problem``) unless it
+    already does: build-time errors name the field, not the file."""
+    prefix = f"{file}: "
+    return "\n".join(line if line.startswith(prefix) else prefix + line
+                     for line in message.splitlines() or [""])
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest choice, or nothing."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

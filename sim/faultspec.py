@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from sim.spec import Seconds, Spec
+from sim.spec import PositiveSeconds, Seconds, Spec
 
 FaultKind = Literal["down", "slow", "lossy", "delay", "partition"]
 _SELECTOR = (r"^(\*|servers|registry(#\d+)?|resolvers|agents|resolver:\d+|agent:\d+|replica:\d+|"
@@ -57,6 +57,6 @@ class FaultsSpec(Spec):
     events: tuple[FaultSpec, ...] = Field(min_length=1)
     baseline: bool = Field(default=True, description="also run every scheme fault-free and report "
                            "the difference")
-    bin: float = Field(default=1.0, gt=0, description="seconds per bin of success over time")
+    bin: PositiveSeconds = Field(default=1.0, description="seconds per bin of success over time")
     horizon: Seconds | None = Field(default=None, description="seconds: random processes are drawn "
                                     "up to here (null: the last scheduled query plus 60 s)")

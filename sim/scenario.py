@@ -22,7 +22,7 @@ from sim.evalspec import TaxonomySpec
 from sim.faultspec import FaultsSpec
 from sim.overrides import set_dotted
 from sim.schemes import DnsScheme, RegistryScheme, SchemeSpec, TrustSpec
-from sim.spec import GridValue, Seconds, Seed, Spec
+from sim.spec import GridValue, PositiveSeconds, Seconds, Seed, Spec, WholeSeconds
 
 Service = Literal["mcp", "a2a", "rest", "skill"]
 
@@ -103,6 +103,9 @@ class NamespaceSpec(Spec):
     orgs: int = Field(
         default=3, ge=0, description="certified organisation zones (hku.weather.tools)")
     org_tools: int = Field(default=5, ge=1, description="tools each organisation publishes")
+    vocabulary: Literal["pseudo", "readable"] = Field(default="pseudo", description="synthetic: "
+                                                      "pseudo-words, or readable domains, nouns "
+                                                      "and verbs (forecast-rainfall)")
     catalog: str | None = Field(default=None, description="catalog: catalogue JSONL (relative to "
                                 "the scenario file)")
     queries: str | None = Field(default=None, description="catalog: queries JSONL (default: "
@@ -223,9 +226,10 @@ class ChurnEvent(Spec):
 class ChurnProbes(Spec):
     """Discoveries of each changed tool's intent, made to see when the change shows."""
 
-    interval: float = Field(default=1.0, gt=0, description="seconds between probes of one change")
-    duration: float = Field(default=60.0, gt=0, description="seconds after the change that probes "
-                            "go on")
+    interval: PositiveSeconds = Field(default=1.0, description="seconds between probes of "
+                                      "one change")
+    duration: PositiveSeconds = Field(default=60.0, description="seconds after the change that "
+                                      "probes go on")
     before: Seconds = Field(default=5.0, description="seconds before the change of the first probe "
                             "(caches then hold the old state, as for an agent that used "
                             "the tool before); 0: probes start at the change")
@@ -269,12 +273,12 @@ class CacheSpec(Spec):
     """TTLs (seconds) the zones publish, and the servers' caches. The resolvers' caches
     are per scheme (``cache``, ``query_mock``, ``warm``, ``serve_stale``)."""
 
-    ns_ttl: int = Field(default=86_400, ge=0, description="seconds: TTL of NS and glue records")
-    srv_ttl: int = Field(
-        default=300, ge=0, description="seconds: TTL of tools' SRV (and TXT) records")
-    a_ttl: int = Field(default=300, ge=0, description="seconds: TTL of tools' A records")
-    negative_ttl: int = Field(
-        default=60, ge=0, description="seconds: SOA minimum (NXDOMAIN, NODATA)")
+    ns_ttl: WholeSeconds = Field(default=86_400, description="seconds: TTL of NS and glue records")
+    srv_ttl: WholeSeconds = Field(
+        default=300, description="seconds: TTL of tools' SRV (and TXT) records")
+    a_ttl: WholeSeconds = Field(default=300, description="seconds: TTL of tools' A records")
+    negative_ttl: WholeSeconds = Field(
+        default=60, description="seconds: SOA minimum (NXDOMAIN, NODATA)")
     packet_cache: bool = Field(default=True, description="each server caches whole replies, keyed "
                                "on the query's bytes after its ID (replies are identical "
                                "either way; off: every query is scored and encoded)")
@@ -339,7 +343,8 @@ class SessionSpec(Spec):
     guard_max_repeats: int = Field(default=5, ge=1, description="the same (tool, arguments) more "
                                    "than this many times in the window evicts the tool")
     guard_exempt: tuple[str, ...] = Field(default=(), description="tool ids the guard ignores")
-    guard_period: float | None = Field(default=None, gt=0, description="seconds: also evict a tool "
+    guard_period: PositiveSeconds | None = Field(default=None, description="seconds: also evict "
+                                                 "a tool "
                                        "called with the same arguments more than "
                                        "guard_max_repeats times within this time (null: "
                                        "the window only)")
@@ -361,7 +366,7 @@ class AgentSpec(Spec):
     schemes' HTTP clients use the scheme's ``timeout`` × ``max_attempts`` (at least 1 s)
     per call instead."""
 
-    timeout: float = Field(default=5.0, gt=0, description="seconds an agent waits for the "
+    timeout: PositiveSeconds = Field(default=5.0, description="seconds an agent waits for the "
                            "resolver's answer before asking again")
     attempts: int = Field(default=2, ge=1, le=16, description="queries per discovery (the first "
                           "and its retries)")
@@ -442,7 +447,8 @@ class Scenario(Spec):
         "Mininet hosts")
     engine_options: EngineOptions = EngineOptions()
     seed: Seed = Field(default=0, description="every random draw of the run derives from it")
-    duration: float | None = Field(default=None, gt=0, description="seconds: stop issuing queries "
+    duration: PositiveSeconds | None = Field(default=None, description="seconds: stop issuing "
+                                             "queries "
                                    "after this")
     namespace: NamespaceSpec = NamespaceSpec()
     network: NetworkSpec = NetworkSpec()
@@ -457,11 +463,15 @@ class Scenario(Spec):
     sweep: SweepSpec | None = Field(default=None, description="a grid of runs (tooldns sweep)")
 
     @model_validator(mode="after")
-    def _signed(self) -> Scenario:
+    def _schemes_fit(self) -> Scenario:
+        """Scheme options that need a namespace option (checked here, not at build)."""
         for i, s in enumerate(self.schemes):
             if isinstance(s, DnsScheme) and s.dnssec and not self.namespace.dnssec:
                 raise ValueError(f"schemes: scheme {i} ({s.name}) validates DNSSEC but the "
                                  f"zones are not signed (set namespace.dnssec: true)")
+            if isinstance(s, DnsScheme) and s.send_embedding and self.namespace.scorer != "dense":
+                raise ValueError(f"schemes: scheme {i} ({s.name}): send_embedding needs "
+                                 f"namespace.scorer: dense")
         return self
 
     @model_validator(mode="after")

@@ -115,8 +115,10 @@ def markdown_reference(kind: str = "scenario") -> str:
              "Generated from the pydantic models by `tooldns schema --markdown"
              + (" --eval" if kind == "eval" else "") + "`; do not edit by hand. "
              "**Times are seconds, sizes bytes, rates per second** unless a field says "
-             "otherwise. Unknown keys are errors (with a suggestion); `tooldns validate "
-             "FILE` checks a file and warns about suspicious units.", ""]
+             "otherwise; time fields also take unit strings (`10ms`, `2s`, `1.5 min`). "
+             "Unknown keys are errors (with a suggestion); `tooldns validate FILE` runs "
+             "the checks `run` runs, and a suspicious bare number (a 10 s link delay) is "
+             "an error unless `--allow-units`.", ""]
     models = _models(root)
     paths = [path for path, _ in models]
     for path, model in models:

@@ -14,7 +14,7 @@ from nodes.resolver.merge import MERGES
 from nodes.trust import TrustPolicy
 from sim.build.registries import REGISTRIES
 from sim.choices import OneOf, expected
-from sim.spec import Spec
+from sim.spec import PositiveSeconds, Spec, WholeSeconds
 
 
 class TrustSpec(Spec):
@@ -44,7 +44,8 @@ class _Scheme(Spec):
                       "scheme's label in tables (unique; --set schemes.NAME.k=1)")
     k: int = Field(default=3, ge=0, le=255, description="top-K children or tools each server "
                    "returns (0 = all: plain DNS, no pruning)")
-    timeout: float = Field(default=0.5, gt=0, description="seconds the resolver waits for a server "
+    timeout: PositiveSeconds = Field(default=0.5, description="seconds the resolver waits for "
+                                     "a server "
                            "before retrying")
     max_attempts: int = Field(default=4, ge=1, description="tries per upstream question")
 
@@ -82,7 +83,8 @@ class DnsScheme(_Scheme):
                               "replicas not chosen (BIND-style; 1 = never decay)")
     serve_stale: bool = Field(default=False, description="serve expired data when servers fail "
                               "(RFC 8767)")
-    stale_ttl: int = Field(default=86_400, ge=0, description="seconds past expiry stale data may "
+    stale_ttl: WholeSeconds = Field(default=86_400, description="seconds past expiry stale data "
+                                    "may "
                            "be served")
     trust: TrustSpec | None = Field(default=None, description="overrides the scenario's trust "
                                     "policy for this scheme")
@@ -104,8 +106,8 @@ class DnsScheme(_Scheme):
         default="none", description="upstream tls: a server whose DNS over TLS cannot be "
         "reached: none (strict, RFC 8310: the zone's other servers over TLS, never clear "
         "text), or ask it over tcp / udp for 60 s (opportunistic)")
-    upstream_idle: float = Field(
-        default=10.0, gt=0, description="upstream tls: seconds a connection "
+    upstream_idle: PositiveSeconds = Field(
+        default=10.0, description="upstream tls: seconds a connection "
                                  "may stay idle before the resolver closes it")
     upstream_connections: int = Field(default=64, ge=1, description="upstream tls: connections a "
                                       "resolver keeps open (the one idle longest is closed "

@@ -1,13 +1,66 @@
 """The base of every scenario and evaluation file model (frozen, unknown keys rejected), its
-unit of time, its seeds and the values a sweep grid may take."""
+unit of time (seconds, or a string with a unit: ``10ms``, ``2 s``, ``1.5 min``), its seeds
+and the values a sweep grid may take."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
-Seconds = Annotated[float, Field(ge=0, description="seconds")]
+#: the units a time may be written in (as Shadow accepts them), in seconds
+TIME_UNITS: dict[str, float] = {
+    **dict.fromkeys(("ns", "nanosecond", "nanoseconds"), 1e-9),
+    **dict.fromkeys(("us", "µs", "μs", "microsecond", "microseconds"), 1e-6),
+    **dict.fromkeys(("ms", "millisecond", "milliseconds"), 1e-3),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1.0),
+    **dict.fromkeys(("min", "mins", "minute", "minutes"), 60.0),
+    **dict.fromkeys(("h", "hr", "hour", "hours"), 3600.0),
+    **dict.fromkeys(("d", "day", "days"), 86_400.0),
+}
+UNITS_TEXT = "ns, us, ms, s, min, h, d"  # as named in messages
+_TIME = re.compile(r"\s*([+-]?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|[+-]?\.[0-9]+)\s*(\S*)\s*")
+
+
+def parse_seconds(value: Any) -> Any:
+    """A time written with a unit (``"10ms"``, ``"2 s"``, ``"500us"``, ``"1.5 min"``) as
+    seconds; numbers (and anything else) are left for the number check. ValueError for a
+    string that is neither a number nor a number with a known unit."""
+    if not isinstance(value, str) or len(value) > 40:
+        return value
+    match = _TIME.fullmatch(value)
+    if match is None:
+        raise ValueError(f"{value!r} is not a time: write seconds (0.010) or a number with "
+                         f"a unit ({UNITS_TEXT}, e.g. '10ms')")
+    number, unit = float(match[1]), match[2]
+    if not unit:
+        return number
+    scale = TIME_UNITS.get(unit) or TIME_UNITS.get(unit.lower())
+    if scale is None:
+        raise ValueError(f"{value!r}: unknown unit {unit!r}; times are seconds (0.010) or a "
+                         f"number with a unit: {UNITS_TEXT} (e.g. '10ms' is 0.010)")
+    # a division by 1000 (not a product with 0.001) makes '10ms' exactly 0.010
+    return number / round(1 / scale) if scale < 1 else number * scale
+
+
+
+
+def _time_schema(number: dict[str, Any]) -> WithJsonSchema:
+    """A time's JSON Schema: the number, or a string with a unit."""
+    return WithJsonSchema({"anyOf": [number, {"type": "string", "pattern": _TIME.pattern}],
+                           "description": f"seconds, or a number with a unit ({UNITS_TEXT})"})
+
+
+#: a time: seconds ≥ 0, or a string with a unit (stored as seconds)
+Seconds = Annotated[float, BeforeValidator(parse_seconds), Field(ge=0),
+                    _time_schema({"type": "number", "minimum": 0})]
+#: a time that must be more than 0 (timeouts, intervals)
+PositiveSeconds = Annotated[float, BeforeValidator(parse_seconds), Field(gt=0),
+                            _time_schema({"type": "number", "exclusiveMinimum": 0})]
+#: a whole number of seconds (TTLs), or a string with a unit that makes one
+WholeSeconds = Annotated[int, BeforeValidator(parse_seconds), Field(ge=0),
+                         _time_schema({"type": "integer", "minimum": 0})]
 
 #: every consumer of a seed accepts it: numpy's generators take any integer ≥ 0,
 #: scikit-learn's ``random_state`` (numpy RandomState) below 2^32, results store int64

@@ -17,7 +17,8 @@ from topologies.addresses import assign_endpoints
 from topologies.draws import below, sample
 from topologies.gcpause import gc_paused
 from topologies.namespace import ROOT, TLD, Namespace, Query, Tool, ZoneNode
-from topologies.words import CONS, VOWELS, Words
+from topologies.readable import ReadableWords
+from topologies.words import CONS, VOWELS, Vocabulary, Words
 
 SPILL = 0.9  # share of a syllable count's words taken before longer words are drawn
 _N_NOISE = 40  # shared filler words
@@ -45,21 +46,26 @@ def synthetic(
     org_tools: int = 5,
     n_queries: int = 200,
     words_per_zone: int = 5,
+    vocabulary: str = "pseudo",
     _letters: tuple[str, str] = (CONS, VOWELS),
 ) -> Namespace:
-    """A balanced tree with known truth; see the module docstring. (``_letters`` shrinks
-    the word space, for tests.)
+    """A balanced tree with known truth; see the module docstring. ``vocabulary``:
+    ``pseudo`` (pronounceable pseudo-words) or ``readable`` (domains, nouns and capability
+    verbs of :mod:`topologies.readable`). (``_letters`` shrinks the word space, for tests.)
 
     The draws, in order: the noise words, each zone's words (breadth-first), the
     publishers, each public tool, each organisation with its tools, then the queries.
     """
     if branching < 1 or depth < 1 or n_tools < 1:
         raise ValueError("branching, depth and n_tools must be positive")
+    if vocabulary not in ("pseudo", "readable"):
+        raise ValueError(f"vocabulary {vocabulary!r}: must be pseudo or readable")
     rng = random.Random(seed)
     demand = word_demand(n_tools, branching, depth, n_orgs, org_tools, words_per_zone)
     syllables = len(_letters[0]) * len(_letters[1])
     fits = all(n <= syllables**s for s, n in demand.items())
-    word = Words(rng, 1.0 if fits else SPILL, *_letters)  # if not, spill into longer words
+    word: Vocabulary = (ReadableWords(rng) if vocabulary == "readable"  # spill if not fits
+                        else Words(rng, 1.0 if fits else SPILL, *_letters))
     build = _Builder(rng, word, words_per_zone)
     build.grow(branching, depth)
     build.public_tools(n_tools)
@@ -72,12 +78,12 @@ def synthetic(
 class _Builder:
     """The tree :func:`synthetic` grows, one step per method, every draw from ``rng``."""
 
-    def __init__(self, rng: random.Random, word: Words, words_per_zone: int) -> None:
+    def __init__(self, rng: random.Random, word: Vocabulary, words_per_zone: int) -> None:
         self.rng = rng
         self.getrandbits = rng.getrandbits
         self.word = word
         self.words_per_zone = words_per_zone
-        self.noise = [word(2) for _ in range(_N_NOISE)]  # shared filler vocabulary
+        self.noise = [word.noise() for _ in range(_N_NOISE)]  # shared filler vocabulary
         self.zones: dict[str, ZoneNode] = {ROOT: ZoneNode(ROOT, children=[TLD]),
                                            TLD: ZoneNode(TLD)}
         self.vocab: dict[str, list[str]] = {TLD: []}
@@ -94,7 +100,8 @@ class _Builder:
             nxt = []
             for parent_zone in frontier:
                 for _ in range(branching):
-                    words = [word() for _ in range(self.words_per_zone)]
+                    parent = None if parent_zone == TLD else vocab[parent_zone][0]
+                    words = word.zone_words(parent, self.words_per_zone)
                     child = f"{words[0]}.{parent_zone}"
                     zones[child] = ZoneNode(child)
                     zones[parent_zone].children.append(child)
@@ -105,7 +112,7 @@ class _Builder:
 
     def public_tools(self, n_tools: int) -> None:
         """``n_tools`` tools round-robin over the leaves, each by a drawn publisher."""
-        publishers = [self.word(2) for _ in range(max(4, n_tools // 50))]
+        publishers = [self.word.publisher() for _ in range(max(4, n_tools // 50))]
         leaves, getrandbits = self.leaves, self.getrandbits
         n_pub = len(publishers)
         for i in range(n_tools):
@@ -119,12 +126,13 @@ class _Builder:
         zones, word = self.zones, self.word
         top = list(zones[TLD].children)
         for o in range(n_orgs):
-            org = word(2)
+            org = word.org()
             branch = top[o % len(top)] if nested else TLD
             zone = f"{org}.{branch}"
             zones[zone] = ZoneNode(zone, org=org)
             zones[branch].children.append(zone)
-            self.vocab[zone] = [org, *(word() for _ in range(self.words_per_zone - 1))]
+            above = None if branch == TLD else self.vocab[branch][0]
+            self.vocab[zone] = [org, *word.zone_words(above, self.words_per_zone - 1)]
             for _ in range(org_tools):
                 self.make_tool(len(self.tools), zone, org, [org])
 
@@ -150,8 +158,8 @@ class _Builder:
         for q in range(n_queries):
             tool = tools[ids[rng.randrange(len(ids))]]
             levels = self.path_vocab(tool.zone)
-            text_words = [rng.choice(v) for v in levels] + [tool.name]
-            ns.queries.append(Query(id=f"g{q}", text=" ".join(text_words),
+            path = [rng.choice(v) for v in levels]
+            ns.queries.append(Query(id=f"g{q}", text=self.word.intent(path, tool.name),
                                     service=tool.service, truth=(tool.id,),
                                     source="generated"))
 
@@ -169,12 +177,12 @@ class _Builder:
         words, ``rng.choices(services, weights)`` and ``rng.choice(ports)``, inlined: each
         ``r = getrandbits(b); while r >= m: ...`` is ``rng._randbelow(m)`` (see draws)."""
         gb, bits, noise = self.getrandbits, self.bits, self.noise
-        own = self.word()
         levels_of = self.levels_of
         if zone not in levels_of:
             levels = self.path_vocab(zone)
             levels_of[zone] = (levels[-1], levels[:-1])
         last, above = levels_of[zone]
+        own = self.word.tool_name(last)
         words = [own, *extra]
         n = len(last)
         if n <= 21:  # rng.sample's partial Fisher-Yates on a copy (a list beats a set)
@@ -220,7 +228,7 @@ class _Builder:
         while r >= 4:
             r = gb(3)
         tid = f"t{i:07d}"
-        tool = self.tools[tid] = Tool(id=tid, name=own, description=" ".join(words),
+        tool = self.tools[tid] = Tool(id=tid, name=own, description=self.word.describe(own, words),
                                       service=service, zone=zone, slug=own, org=org,
                                       port=_PORTS[r])
         return tool

@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from typing import Protocol
 
 CONS = "bcdfghjklmnprstvz"
 VOWELS = "aeiou"
+
+
+class Vocabulary(Protocol):
+    """The roles :func:`topologies.synthetic.synthetic` draws words for, in its fixed order:
+    :class:`Words` (pseudo-words) and :class:`topologies.readable.ReadableWords`."""
+
+    def noise(self) -> str: ...
+    def publisher(self) -> str: ...
+    def org(self) -> str: ...
+    def zone_words(self, parent: str | None, k: int) -> list[str]: ...
+    def tool_name(self, zone_words: list[str]) -> str: ...
+    def describe(self, name: str, words: list[str]) -> str: ...
+    def intent(self, path: list[str], name: str) -> str: ...
 
 
 class Words:
@@ -58,3 +72,27 @@ class Words:
                 seen.add(word)
                 self.taken[syllables] += 1
                 return word
+
+    def noise(self) -> str:
+        """A shared filler word (two syllables)."""
+        return self(2)
+
+    publisher = org = noise
+
+    def zone_words(self, parent: str | None, k: int) -> list[str]:
+        """``k`` words of a new zone (``parent`` plays no part in pseudo-words)."""
+        return [self() for _ in range(k)]
+
+    def tool_name(self, zone_words: list[str]) -> str:
+        """A tool's name: a fresh word."""
+        return self()
+
+    @staticmethod
+    def describe(name: str, words: list[str]) -> str:
+        """A tool's description: its words as drawn."""
+        return " ".join(words)
+
+    @staticmethod
+    def intent(path: list[str], name: str) -> str:
+        """An intent: one word per zone level, then the tool's name."""
+        return " ".join([*path, name])

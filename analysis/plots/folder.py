@@ -61,4 +61,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from analysis.pipes import guarded
+
+    raise SystemExit(guarded(main))

@@ -77,3 +77,55 @@ def scheme_colors(schemes: Iterable[object]) -> dict[str, str]:
 def schemes_of(df: pd.DataFrame) -> list[str]:
     """The schemes of a run's records, in order of first appearance."""
     return list(dict.fromkeys(str(s) for s in df.scheme))
+
+
+def _tick_text(v: float, _pos: object = None) -> str:
+    return f"{v:g}"
+
+
+def value_axis(ax: Axes, values: Iterable[float], which: str = "y", share: bool = False,
+               zero: bool = True) -> str:
+    """Scale one axis of ``ax`` for ``values``: a share from 0 to 1 (shown as %), a
+    log axis with labelled 1-2-5 ticks when the positive values span a decade or more,
+    else linear, from 0 when ``zero`` (so a small change does not look dramatic). Returns
+    the scale: ``share``, ``log`` or ``linear``."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, PercentFormatter
+
+    v = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    set_lim = ax.set_ylim if which == "y" else ax.set_xlim
+    if share:
+        hi = max(1.0, float(v.max()) if len(v) else 1.0)
+        set_lim(min(0.0, float(v.min()) if len(v) else 0.0) - 0.02 * hi, 1.02 * hi)
+        axis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+        return "share"
+    if len(v) and v.min() > 0 and v.max() / v.min() >= 10:
+        (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+        decades = np.log10(v.max() / v.min())
+        subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+        axis.set_major_locator(LogLocator(base=10, subs=subs))
+        axis.set_major_formatter(FuncFormatter(_tick_text))
+        axis.set_minor_formatter(NullFormatter())
+        return "log"
+    if zero:
+        hi = float(v.max()) if len(v) else 1.0
+        set_lim(min(0.0, float(v.min()) if len(v) else 0.0), (hi if hi > 0 else 1.0) * 1.05)
+    return "linear"
+
+
+def same_as(lines: dict[str, np.ndarray]) -> dict[str, str]:
+    """For each named line (x and y stacked, or y alone) that coincides with an earlier
+    one — same shape, equal to 1e-9 relative —, the name of the first such earlier line."""
+    out: dict[str, str] = {}
+    names = list(lines)
+    for i, name in enumerate(names):
+        a = np.asarray(lines[name], dtype=float)
+        for other in names[:i]:
+            if other in out:
+                continue
+            b = np.asarray(lines[other], dtype=float)
+            if a.shape == b.shape and a.size and np.allclose(a, b, rtol=1e-9, atol=0,
+                                                             equal_nan=True):
+                out[name] = other
+                break
+    return out

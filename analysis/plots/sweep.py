@@ -28,18 +28,23 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from analysis.metrics import METRICS, SWEEP_SHOWN
-from analysis.plots.style import heading, new_grid, save_figure, scheme_colors
+from analysis.metrics import METRICS
+from analysis.pivot import axis_names, recorded, short, value_text
+from analysis.plots.style import (
+    heading,
+    new_grid,
+    same_as,
+    save_figure,
+    scheme_colors,
+    value_axis,
+)
 from analysis.results import load_sweep
 from analysis.titles import sweep_title
 
 STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-
-
-def short(axis: str) -> str:
-    """``namespace.branching`` -> ``branching`` (legend and tick labels)."""
-    return axis.rsplit(".", 1)[-1]
+#: a scheme whose values are this many times another's gets a panel of its own
+DWARF = 5.0
 
 
 def _positions(values: pd.Series) -> tuple[pd.Series, list, bool]:
@@ -52,14 +57,70 @@ def _positions(values: pd.Series) -> tuple[pd.Series, list, bool]:
     return values.map(index).astype(float), levels, False
 
 
+def is_share(metric: str) -> bool:
+    """A share (success, hit@K ...): unitless and formatted as a percentage."""
+    m = METRICS[metric]
+    return not m.unit and "%" in m.fmt
+
+
+def scale_groups(values: dict[str, float], ratio: float = DWARF) -> list[list[str]]:
+    """Schemes split in two at the widest gap between their largest values, when the gap
+    is ``ratio`` or more (registries that dwarf ToolDNS get a panel of their own); one
+    group otherwise. Groups keep the order of ``values``."""
+    finite = sorted((v, s) for s, v in values.items() if np.isfinite(v))
+    if len(finite) < 2 or finite[0][0] <= 0:  # a ratio to zero says nothing
+        return [list(values)]
+    gaps = [finite[i + 1][0] / finite[i][0] for i in range(len(finite) - 1)]
+    cut = int(np.argmax(gaps))
+    if gaps[cut] < ratio:
+        return [list(values)]
+    large = {s for _, s in finite[cut + 1:]}
+    return [[s for s in values if s not in large], [s for s in values if s in large]]
+
+
+def coinciding(same: dict[str, str], scheme_of: dict[str, str]) -> list[str]:
+    """Panel notes for lines of one scheme that lie on another scheme's (``k3 = k1``, with
+    the other axes' values when only some of its lines do)."""
+    pairs: dict[tuple[str, str], list[str]] = {}
+    for a, b in same.items():
+        if scheme_of[a] != scheme_of[b]:
+            pairs.setdefault((scheme_of[a], scheme_of[b]), []).append(
+                a.removeprefix(scheme_of[a]).lstrip(", "))
+    total = {s: sum(1 for n in scheme_of if scheme_of[n] == s) for s in scheme_of.values()}
+    notes = [f"{a} = {b}" + ("" if len(where) == total[a] else f" at {'; '.join(where)}")
+             for (a, b), where in pairs.items()]
+    return notes[:2] + ([f"(+{len(notes) - 2} more coinciding)"] if len(notes) > 2 else [])
+
+
+Panel = tuple[str, list[str], str]  # metric, schemes, note
+
+
+def panels(table: pd.DataFrame, metrics: Sequence[str]) -> list[Panel]:
+    """A panel per metric, or one per scale group where some schemes dwarf the others."""
+    out: list[Panel] = []
+    for metric in metrics:
+        peaks = {str(s): float(v) for s, v in
+                 table.groupby("scheme", sort=False)[metric].max().items()}
+        groups = [list(peaks)] if is_share(metric) else scale_groups(peaks)
+        for g in groups:
+            note = f"{', '.join(g)} (own scale)" if len(groups) > 1 and g != groups[0] else ""
+            out.append((metric, g, note))
+    return out
+
+
 def sweep_figure(table: pd.DataFrame, axis: str, grid: dict[str, list] | Sequence[str],
-                 metrics: Sequence[str] = SWEEP_SHOWN, title: str | None = None,
+                 metrics: Sequence[str] | None = None, title: str | None = None,
                  max_lines: int = 6) -> Figure:
-    """Panels of ``metrics`` (keys of :data:`analysis.metrics.METRICS`) against grid
-    ``axis``: a line per scheme and combination of the other grid axes (their mean when
-    there are more than ``max_lines`` combinations)."""
+    """Panels of ``metrics`` (keys of :data:`analysis.metrics.METRICS`; default: every one
+    ``table`` records) against grid ``axis``: a line per scheme and combination of the
+    other grid axes (their mean when there are more than ``max_lines`` combinations).
+    Shares run from 0 to 100 %, other metrics from 0 or on a log axis when they span a
+    decade; schemes that dwarf the others (by 5x) get a panel of their own; lines that
+    coincide with an earlier one are dashed and named in the panel."""
     others = [a for a in grid if a != axis and a in table.columns]
-    shown = [(m, METRICS[m].axis) for m in metrics if m in table.columns]
+    names = axis_names([axis, *others])
+    shown = panels(table, recorded(table) if metrics is None else
+                   [m for m in metrics if m in table.columns])
     ncols = min(3, max(1, len(shown)))
     nrows = max(1, -(-len(shown) // ncols))
     fig, axes = new_grid((4.0 * ncols + 2.2, 3.1 * nrows), nrows, ncols)
@@ -69,24 +130,38 @@ def sweep_figure(table: pd.DataFrame, axis: str, grid: dict[str, list] | Sequenc
     x, ticks, numeric = _positions(table[axis])
     data = table.assign(_x=x)
     handles: dict[str, Line2D] = {}
-    for k, (metric, label) in enumerate(shown):
+    for k, (metric, schemes, note) in enumerate(shown):
         ax = axes[k // ncols][k % ncols]
-        for scheme in colors:
+        lines: dict[str, tuple[pd.Series, str, int]] = {}
+        for scheme in schemes:
             rows = data[data.scheme == scheme]
             if averaged or not others:
                 parts = [("", rows)]
             else:
-                parts = [(", ".join(f"{short(a)}={v}" for a, v in zip(others, key, strict=True)),
-                          g) for key, g in rows.groupby(others, sort=False)]
+                parts = [(", ".join(f"{names[a]}={value_text(v)}"
+                                    for a, v in zip(others, key, strict=True)), g)
+                         for key, g in rows.groupby(others, sort=False)]
             for j, (what, g) in enumerate(parts):
-                line = g.groupby("_x", sort=True)[metric].mean()
                 name = f"{scheme}, {what}" if what else scheme
-                (h,) = ax.plot(line.index, line.to_numpy(dtype=float), color=colors[scheme],
-                               ls=STYLES[j % len(STYLES)], marker=MARKERS[j % len(MARKERS)],
-                               ms=4, label=name)
-                handles.setdefault(name, h)
-        ax.set_ylabel(label, fontsize=8)
-        ax.set_xlabel(short(axis), fontsize=8)
+                lines[name] = (g.groupby("_x", sort=True)[metric].mean(), scheme, j)
+        same = same_as({n: np.vstack([s.index, s.to_numpy(dtype=float)])
+                        for n, (s, _, _) in lines.items()})
+        for name, (line, scheme, j) in lines.items():
+            # a line on top of an earlier one: wide and half transparent, both show
+            wide = {"lw": 3.5, "alpha": 0.5} if name in same else {}
+            (h,) = ax.plot(line.index, line.to_numpy(dtype=float), color=colors[scheme],
+                           ls=STYLES[j % len(STYLES)], marker=MARKERS[j % len(MARKERS)],
+                           ms=4, label=name, **wide)
+            if name not in handles or not wide:  # the legend shows a plain line
+                handles[name] = h
+        value_axis(ax, data[data.scheme.isin(schemes)][metric], share=is_share(metric))
+        ax.set_ylabel(METRICS[metric].axis_label, fontsize=8)
+        ax.set_xlabel(f"{short(axis)} ({names[axis]})" if names[axis] != short(axis)
+                      else short(axis), fontsize=8)
+        notes = [note] if note else []
+        notes += coinciding(same, {n: s for n, (_, s, _) in lines.items()})
+        if notes:
+            ax.set_title("\n".join(notes), fontsize=7)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
         if numeric:
@@ -148,4 +223,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from analysis.pipes import guarded
+
+    raise SystemExit(guarded(main))

@@ -375,7 +375,7 @@ def _draw_changes(seed: int, spec: ChurnSpec, ns: Namespace, end: float) -> list
     order = sorted(range(len(spec.events)), key=lambda i: (spec.events[i].at, i))
     for e in order:
         ev = spec.events[e]
-        field_ = f"{WHERE}.events[{e}]"
+        field_ = f"{WHERE}.events.{e}"
         if ev.at > end:
             raise ScenarioError(f"{field_}.at: {ev.at:g} s is after the workload's last "
                                 f"query ({end:g} s)")

@@ -50,7 +50,7 @@ def build_namespace(sc: Scenario) -> Namespace:
         n_queries = max(sc.workload.pool or 0, sc.workload.queries, 200)
         ns = synthetic(n_tools=spec.tools, branching=spec.branching, depth=spec.depth,
                        seed=sc.seed, n_orgs=spec.orgs, org_tools=spec.org_tools,
-                       n_queries=n_queries)
+                       n_queries=n_queries, vocabulary=spec.vocabulary)
     if spec.rogue is not None:  # a rogue publisher's look-alike tools (sim.build.trust)
         r = spec.rogue
         try:

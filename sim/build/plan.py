@@ -20,7 +20,6 @@ from sim.build.runplan import Requests, RunPlan
 from sim.build.sessions import session_agents, session_applies
 from sim.build.trust import sign_hierarchy, trust_policy
 from sim.build.workload import Job
-from sim.errors import ScenarioError
 from sim.scenario import Scenario
 from sim.schemes import DnsScheme, RegistryScheme, SchemeSpec, resolver_config
 from topologies.encoders import save_encoder_cache
@@ -53,9 +52,6 @@ def _config(sc: Scenario, scheme: SchemeSpec, ns: Namespace, anchor: str,
         return ResolverConfig(timeout=scheme.timeout, max_attempts=scheme.max_attempts,
                               dns_port=dns_port, trust=trust_policy(sc.trust, ns),
                               trust_anchor=anchor)
-    if scheme.send_embedding and sc.namespace.scorer != "dense":
-        raise ScenarioError(f"schemes: {scheme.name}: send_embedding needs namespace.scorer: "
-                            f"dense")
     return resolver_config(scheme, trust_policy(scheme.trust or sc.trust, ns), anchor,
                            dns_port)
 

@@ -17,7 +17,7 @@ from typing import cast
 
 import numpy as np
 
-from sim.errors import ScenarioError
+from sim.errors import ScenarioError, shown
 from sim.scenario import Scenario
 from topologies.namespace import Namespace, Query
 
@@ -66,13 +66,33 @@ def split_part(pool: list[Query], ns: Namespace, part: str, test_fraction: float
     return test if part == "test" else train
 
 
+NO_QUERY_FILE = "workload.source: 'file' but the namespace has no query file"
+
+
+def check_query_file(sc: Scenario) -> None:
+    """ScenarioError when ``workload.source: file`` has no query file to draw from: a
+    synthetic namespace (its queries are generated) or a catalogue without ``queries``
+    and without queries.jsonl beside it. Checked before anything is built."""
+    ns = sc.namespace
+    if sc.workload.source != "file":
+        return
+    if ns.source == "synthetic":
+        raise ScenarioError(f"{NO_QUERY_FILE} (a synthetic namespace's queries are generated; "
+                            f"use source: auto or generated)")
+    beside = Path(ns.catalog).parent / "queries.jsonl" if ns.catalog else None
+    if ns.queries is None and (beside is None or not beside.exists()):
+        raise ScenarioError(f"{NO_QUERY_FILE} (set namespace.queries, or put queries.jsonl "
+                            f"beside the catalogue)")
+
+
 def query_pool(sc: Scenario, ns: Namespace) -> list[Query]:
     """The distinct queries the workload draws from, in a seeded order."""
+    check_query_file(sc)
     rng = random.Random(f"pool-{sc.seed}")
     wl = sc.workload
     from_file = bool(ns.queries) and ns.queries[0].source != "generated"
     if wl.source == "file" and not from_file:
-        raise ScenarioError("workload.source: 'file' but the namespace has no query file")
+        raise ScenarioError(NO_QUERY_FILE)
     if ns.queries and not (wl.source == "generated" and from_file):
         pool = list(ns.queries)  # a query file, or a synthetic namespace's own queries
     else:
@@ -108,10 +128,12 @@ def _trace(path: str, pool: list[Query]) -> list[tuple[float, Query]]:
                 t = float(row["time"])
                 key = row["query"]
             except (KeyError, TypeError, ValueError):
-                raise ScenarioError(f"{path}:{line}: need columns time,query") from None
+                raise ScenarioError(f"workload.arrival.trace: line {line}: need columns "
+                                    f"time,query ({path})") from None
             q = by_id.get(key) or by_text.get(key)
             if q is None:
-                raise ScenarioError(f"{path}:{line}: query {key!r} is not in the pool")
+                raise ScenarioError(f"workload.arrival.trace: line {line}: query "
+                                    f"{shown(key)} is not in the pool ({path})")
             out.append((t, q))
     return sorted(out, key=lambda x: x[0])
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,16 +39,24 @@ class _Consoles:
     def out(self) -> Console:
         if self._out is None:
             from rich.console import Console
-            self._out = Console() if sys.stdout.isatty() else Console(width=160)
+            self._out = Console(width=_width(sys.stdout))
         return self._out
 
     @property
     def err(self) -> Console:
         if self._err is None:
             from rich.console import Console
-            self._err = Console(stderr=True) if sys.stderr.isatty() else Console(
-                stderr=True, width=160)
+            self._err = Console(stderr=True, width=_width(sys.stderr))
         return self._err
+
+
+def _width(stream: Any) -> int | None:
+    """A console's width: ``COLUMNS`` when set, else the terminal's (None: rich asks), else
+    160 (a file or a pipe)."""
+    with contextlib.suppress(ValueError):
+        if (columns := int(os.environ.get("COLUMNS", ""))) > 0:
+            return columns
+    return None if stream.isatty() else 160
 
 
 consoles = _Consoles()
@@ -66,6 +76,29 @@ def say(message: str) -> None:
 def warn(message: str) -> None:
     consoles.err.print(f"warning: {message}", style="yellow", markup=False, highlight=False,
                        soft_wrap=True)
+
+
+@contextlib.contextmanager
+def warning_lines() -> Iterator[None]:
+    """Python warnings raised by the project's own code (an engine's fall-back, ...) as
+    :func:`warn` lines, each text once however often it is raised; other warnings (from
+    libraries) as Python shows them."""
+    seen: set[str] = set()
+    root = Path(__file__).resolve().parents[2]
+    show = warnings.showwarning
+
+    def shown(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+              file: Any = None, line: str | None = None) -> None:
+        path = Path(filename).resolve()
+        if not path.is_relative_to(root) or "site-packages" in path.parts:
+            show(message, category, filename, lineno, file, line)
+        elif (text := " ".join(str(message).split())) not in seen:
+            seen.add(text)
+            warn(text)
+
+    with warnings.catch_warnings():  # the filters as they are; repeats dropped here, by text
+        warnings.showwarning = shown
+        yield
 
 
 def stderr(message: str) -> None:
@@ -104,6 +137,8 @@ def add_namespace_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--depth", type=int, default=2, help="synthetic: depth below tools.")
     g.add_argument("--orgs", type=int, default=3, help="synthetic: certified organisations")
     g.add_argument("--seed", type=int, default=0, help="synthetic tree and IDs")
+    g.add_argument("--vocabulary", choices=("pseudo", "readable"), default="pseudo",
+                   help="synthetic: pseudo-words or readable words (forecast-rainfall)")
     p.add_argument("--replicas", type=int, default=1, help="NS replicas per zone")
     p.add_argument("--scorer", default="bm25", choices=SCORERS,
                    help="how servers rank children and tools")
@@ -156,10 +191,20 @@ def namespace(args: argparse.Namespace) -> Namespace:
         return from_catalog(args.catalog, queries if Path(queries).exists() else None,
                             limit=args.limit)
     return synthetic(n_tools=args.tools, branching=args.branching, depth=args.depth,
-                     seed=args.seed, n_orgs=args.orgs)
+                     seed=args.seed, n_orgs=args.orgs, vocabulary=args.vocabulary)
 
 
 # ------------------------------------------------------------------------ scenario files
+
+
+def add_format_arg(p: argparse.ArgumentParser, what: str) -> None:
+    """``--format``: how the summary goes to stdout (:data:`analysis.console.FORMATS`)."""
+    from analysis.console import FORMATS
+
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help=f"{what} on stdout: rich tables that fit the terminal (COLUMNS), or "
+                        f"csv, json or markdown (then nothing else goes to stdout: progress "
+                        f"and notes to stderr)")
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
@@ -169,6 +214,8 @@ def add_scenario_args(p: argparse.ArgumentParser) -> None:
                    help="override a field (repeatable; dotted, YAML value), e.g. "
                    "--set namespace.tools=5000 --set schemes.tooldns.k=1 "
                    "--set network.link.delay.mean=0.02")
+    p.add_argument("--allow-units", action="store_true", help="times that look like a unit "
+                   "mistake (a 10 s link delay) are warnings, not errors")
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
@@ -179,7 +226,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     from sim.errors import ScenarioError
     from sim.limits import check_scenario
     from sim.loading import read_scenario
-    from sim.sanity import sanity_warnings
+    from sim.sanity import scenario_warnings
     from sim.yamlfile import yaml_value
 
     scenario = read_scenario(args.file)
@@ -198,8 +245,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     if overrides:
         scenario = _overridden(scenario, overrides, args.file)
     check_scenario(scenario, args.file)
-    for warning in sanity_warnings(scenario):
-        warn(f"{args.file}: {warning}")
+    for warning in scenario_warnings(scenario, args.file, args.set, args.allow_units):
+        warn(warning)
     return scenario
 
 

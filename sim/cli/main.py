@@ -6,7 +6,7 @@ Each subcommand is one module of this package, listed in :data:`COMMANDS`, with 
 needs from the lower layers inside ``run`` (so ``--help`` stays fast) and prints with rich:
 results on stdout, progress, warnings and errors on stderr (``-q`` hides progress, ``-v`` adds
 log lines). Exit status: 0 done, 1 failed (or nothing found), 2 bad usage or a bad file,
-130/143 interrupted.
+130/143 interrupted, 141 stdout closed by its reader (``| head``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import signal
 import sys
 from typing import Protocol
 
+from analysis.pipes import closed
 from sim.cli import (
     eval,
     export_zones,
@@ -29,7 +30,7 @@ from sim.cli import (
     sweep,
     validate,
 )
-from sim.cli.common import consoles, stderr
+from sim.cli.common import consoles, stderr, warning_lines
 
 
 class Command(Protocol):
@@ -108,13 +109,15 @@ def main(argv: list[str] | None = None) -> int:
                             format="%(asctime)s %(name)s %(levelname)s %(message)s",
                             stream=sys.stderr)
     try:
-        return COMMANDS[args.command].run(args)
+        with warning_lines():
+            code = COMMANDS[args.command].run(args)
+        sys.stdout.flush()
     except KeyboardInterrupt:  # commands that keep nothing: no traceback either
         stderr(f"tooldns {args.command}: interrupted")
         return 128 + signal.SIGINT
-    except BrokenPipeError:  # `tooldns schema | head`
-        sys.stderr.close()
-        return 1
+    except BrokenPipeError:  # `tooldns schema | head -1`: quietly, 141
+        return closed()
+    return code
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sim.cli.common import (
+    add_format_arg,
     add_scenario_args,
     consoles,
     error,
@@ -16,7 +17,6 @@ from sim.cli.common import (
     positive_int,
     progress,
     query_progress,
-    say,
     scenario_from_args,
     stderr,
     warn,
@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="override the file's engine")
     p.add_argument("--out", help="output directory (default: results/<scenario name>)")
     add_scenario_args(p)
+    add_format_arg(p, "the comparison per scheme")
     p.add_argument("--show-config", action="store_true",
                    help="print the fully defaulted scenario (after --seed/--set) and exit")
     p.add_argument("--capture", action="store_true",
@@ -53,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from analysis.files import OutputError, check_output
-    from sim.errors import ScenarioError
+    from sim.errors import ScenarioError, in_file
     from sim.loading import resolved_yaml
 
     with interruptible() as stopped:
@@ -74,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
                 result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
                                       progress=progress, capture=args.capture, check=False,
                                       tick=tick)
-        except ScenarioError as exc:
-            error("run", str(exc))
+        except ScenarioError as exc:  # build-time errors name the field, not the file
+            error("run", in_file(args.file, str(exc)))
             return 2
         except OutputError as exc:
             error("run", str(exc))
@@ -89,12 +90,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespace) -> None:
-    """The comparison table, notes on the engine, warnings and where the files are."""
-    from analysis.console import print_capture, print_summary
+    """The comparison table (or the summary as ``--format`` says), notes on the engine,
+    warnings and where the files are; with a machine format only the summary on stdout."""
+    from analysis.console import capture_grid, print_summary, summary_text
+    from analysis.tables import print_grid
     from sim.engines.catalog import engine_info
 
-    console = consoles.out
-    print_summary(result.summary, console, result.records)
+    if args.format == "table":
+        console = consoles.out
+        print_summary(result.summary, console, result.records)
+    else:
+        sys.stdout.write(summary_text(result.summary, args.format, result.records))
+        console = consoles.err
     if (workers := scenario.engine_options.shards.workers) > 1 or args.shards:
         if workers > 1:
             console.print(f"sharded over {workers} Ray workers (sim.engines.shards): walks as "
@@ -112,7 +119,7 @@ def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespac
                               f"{err['median']:.3f} ms, p99 {err['p99']:.3f} ms, max "
                               f"{err['max']:.3f} ms", style="dim")
     if "capture" in result.summary:
-        print_capture(result.summary["capture"], console)
+        print_grid(capture_grid(result.summary["capture"]), console)
     expected_to_fail = {s.name for s in scenario.dns_schemes() if s.mode == "strip"}  # by design
     for name, s in result.summary["schemes"].items():
         if s.get("queries") and not s.get("success") and name not in expected_to_fail:
@@ -120,7 +127,8 @@ def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespac
                  f"a look: tooldns validate {args.file})")
     assert result.out_dir is not None  # run_scenario writes unless told not to
     files = sorted(p.name for p in Path(result.out_dir).iterdir() if not p.name.startswith("."))
-    say(f"results written to {result.out_dir}/ ({', '.join(files)})")
+    console.print(f"results written to {result.out_dir}/ ({', '.join(files)})", markup=False,
+                  highlight=False, soft_wrap=True)
 
 
 def with_shards(scenario: Scenario, args: argparse.Namespace) -> Scenario:

@@ -5,17 +5,26 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sim.cli.common import (
+    add_format_arg,
     add_scenario_args,
     consoles,
     error,
     interruptible,
     positive_int,
+    progress,
     say,
     scenario_from_args,
     stderr,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sim.run.sweep import SweepResult
+    from sim.scenario import Scenario
 
 HELP = ("run a scenario's sweep grid, one run per point "
         "(resumes: finished points are skipped)")
@@ -26,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="scenario YAML with a sweep: section")
     p.add_argument("--out", help="output directory (default: results/<scenario name>)")
     add_scenario_args(p)
+    add_format_arg(p, "the table of points and schemes")
     p.add_argument("--workers", type=positive_int,
                    help="worker processes (default: the file's sweep.workers)")
     p.add_argument("--ray", action="store_true",
@@ -51,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
             except ScenarioError as exc:
                 raise ScenarioError(f"{args.file}: {exc}") from None
             out = args.out or scenario.outputs.dir or Path("results") / scenario.name
-            result = run_sweep(scenario, out, args.workers, console=consoles.out,
+            # progress bars and notes on stderr (-q: none); the table on stdout below
+            status = _quiet() if consoles.quiet else consoles.err
+            result = run_sweep(scenario, out, args.workers, console=status,
                                use_ray=args.ray or args.ray_address is not None,
                                ray_address=args.ray_address)
         except ScenarioError as exc:
@@ -67,10 +79,41 @@ def run(args: argparse.Namespace) -> int:
                 stderr(f"tooldns sweep: interrupted; finished points are kept in {out}/points/"
                        f", run the same command again to resume")
             return stopped.code
-    say(f"{len(result.ran)} points run, {len(result.skipped)} already done; "
-        f"{result.out_dir}/sweep.csv, sweep.parquet, sweep.json, sweep_<axis>.png, "
-        f"points/<id>/")
+    _print_table(result, scenario, args.format)
+    done = (f"{len(result.ran)} points run, {len(result.skipped)} already done; "
+            f"{result.out_dir}/sweep.csv, sweep.parquet, sweep.json, sweep_<axis>.png, "
+            f"points/<id>/")
+    if args.format == "table":
+        say(done)
+    else:
+        progress(done)
     if result.failed:
         error("sweep", f"{len(result.failed)} points failed: {', '.join(result.failed)}")
         return 1
     return 0
+
+
+def _print_table(result: SweepResult, scenario: Scenario, fmt: str) -> None:
+    """The sweep's table on stdout: rich tables that fit, or ``fmt`` text."""
+    import sys
+
+    from analysis.console import sweep_grid, sweep_text
+    from analysis.tables import print_grid
+
+    assert scenario.sweep is not None  # checked before the run
+    axes = list(scenario.sweep.grid)
+    title = (f"sweep {scenario.name}: {len(result.points)} points x {len(scenario.schemes)} "
+             f"schemes")
+    if fmt == "table":
+        print_grid(sweep_grid(result.table, axes, title), consoles.out)
+    else:
+        sys.stdout.write(sweep_text(result.table, axes, title, fmt))
+
+
+def _quiet() -> Console:
+    """A console that shows nothing (``-q``)."""
+    import io
+
+    from rich.console import Console
+
+    return Console(file=io.StringIO())

@@ -14,18 +14,23 @@ if TYPE_CHECKING:
 
 HELP = "check scenario or evaluation files without running them"
 DESCRIPTION = (
-    "Load each file as `tooldns run` (or `eval`) would: every problem with file, "
-    "field and a suggestion, then warnings about suspicious values (units).\n"
+    "Load each file as `tooldns run` (or `eval`) would, with the checks the run makes "
+    "while it builds: every problem with file, field and a suggestion (times that look "
+    "like a unit mistake are errors unless --allow-units), then warnings about "
+    "suspicious values.\n"
     "Exit 0 valid, 2 invalid (1 with --strict and warnings).")
 
-#: a synthetic namespace of at most this many tools and zones is built by validate to check
-#: the names a session refers to (about a second); larger ones are checked by the run
+#: a synthetic namespace of at most this many tools and zones is built by validate to make
+#: the run's build-time checks (about a second); larger ones are checked by the run
 BUILD_LIMIT = 100_000
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--strict", action="store_true", help="warnings make the exit status 1")
+    p.add_argument("--allow-units", action="store_true",
+                   help="times that look like a unit mistake (a 10 s link delay) are "
+                        "warnings, not errors")
 
 
 def _is_eval_file(data: object) -> bool:
@@ -33,31 +38,63 @@ def _is_eval_file(data: object) -> bool:
         {"dataset", "methods", "taxonomy"} & set(data))
 
 
-def session_names(sc: Scenario, file: str) -> str | None:
-    """Check the tool ids, roles and organisations ``agents.session`` names against the
-    namespace, as a run does before any scheme runs (a role naming no zone would grant
-    nothing): here when the namespace is synthetic and small enough to build in about a
-    second; otherwise a warning says the run checks them. Raises ScenarioError."""
-    spec = sc.agents.session
-    if spec is None or not (spec.always_include or spec.guard_exempt or spec.scopes):
-        return None
-    from sim.build.namespace import build_namespace
+def _needs_namespace(sc: Scenario) -> bool:
+    """Whether the scenario names tools, zones, organisations or nodes that only a built
+    namespace can check (the filters of the workload are not counted: a catalogue's query
+    file rarely leaves none)."""
+    session = sc.agents.session
+    return bool((session is not None and (session.always_include or session.guard_exempt
+                                          or session.scopes))
+                or sc.trust.policy != "open" or any(s.trust for s in sc.dns_schemes())
+                or sc.faults or sc.workload.churn or sc.namespace.rogue)
+
+
+def build_checks(sc: Scenario, file: str) -> str | None:
+    """Every check a run makes while it builds (:func:`sim.run.runner.prepare` and each
+    scheme's :func:`sim.build.plan.make_plan`: the engine can run the scenario, the query
+    file, the workload, churn, the trust policy's start zone, the names sessions refer to,
+    fault selectors), here by building the namespace and the plans as a run does when the
+    namespace is synthetic and small enough to build in about a second; otherwise the
+    checks that need no namespace, and a note when the run checks the rest. Raises
+    ScenarioError with the run's message, ``FILE: field: problem``."""
+    from sim.build.namespace import build_namespace, start_zone
+    from sim.build.plan import make_plan, scenario_hierarchy
     from sim.build.sessions import check_session_tools
-    from sim.errors import ScenarioError
+    from sim.build.workload import build_jobs, check_query_file
+    from sim.engines.catalog import engine_info
+    from sim.errors import ScenarioError, in_file
     from sim.limits import zone_count
+    from sim.run.runner import check_engine
 
     ns = sc.namespace
-    if ns.source != "synthetic":
-        return (f"{file}: agents.session: tool ids, roles and organisations are checked "
-                f"against the catalogue's namespace when a run builds it")
     size = ns.tools + zone_count(ns.branching, ns.depth)
-    if size > BUILD_LIMIT:
-        return (f"{file}: agents.session: tool ids, roles and organisations are checked "
-                f"against the namespace when a run builds it ({size:,} tools and zones)")
     try:
-        check_session_tools(sc, build_namespace(sc))
+        if sc.engine_options.shards.workers > 1:  # as run's --shards check
+            from sim.engines.shards import check_shardable
+
+            check_shardable(sc, sc.engine, sc.network.resolvers)
+        check_engine(sc, sc.engine, engine_info(sc.engine), capture=False)
+        check_query_file(sc)
+        if ns.source != "synthetic" or size > BUILD_LIMIT:
+            where = ("the catalogue's namespace" if ns.source != "synthetic"
+                     else f"the namespace ({size:,} tools and zones)")
+            return (f"{file}: the names sessions, trust, faults and churn refer to are "
+                    f"checked against {where} when a run builds it"
+                    if _needs_namespace(sc) else None)
+        built = build_namespace(sc)  # the run's order (sim.run.runner.prepare)
+        jobs = build_jobs(sc, built, sc.network.agents)
+        if sc.workload.churn is not None:
+            from sim.build.churn import plan_churn
+
+            _, jobs = plan_churn(sc, built, jobs)
+        start_zone(sc, built)
+        check_session_tools(sc, built)
+        if ns.scorer != "dense":  # dense servers embed every tool: the run checks the plans
+            hierarchy = scenario_hierarchy(sc, built)
+            for scheme in sc.schemes:
+                make_plan(sc, scheme, built, jobs, hierarchy=hierarchy)
     except ScenarioError as exc:
-        raise ScenarioError(f"{file}: {exc}") from None
+        raise ScenarioError(in_file(file, str(exc))) from None
     return None
 
 
@@ -67,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.evalspec import load_eval
     from sim.loading import load_scenario
     from sim.run.sweep import sweep_points
-    from sim.sanity import sanity_warnings
+    from sim.sanity import scenario_warnings
     from sim.yamlfile import read_yaml
 
     status = 0
@@ -89,8 +126,8 @@ def run(args: argparse.Namespace) -> int:
                     points = f", sweep of {len(sweep_points(sc))} points"
                 except ScenarioError as exc:
                     raise ScenarioError(f"{file}: {exc}") from None
-            warnings = [f"{file}: {w}" for w in sanity_warnings(sc)]
-            if note := session_names(sc, file):
+            warnings = scenario_warnings(sc, file, allow_units=args.allow_units)
+            if note := build_checks(sc, file):
                 warnings.append(note)
             schemes = ", ".join(s.name for s in sc.schemes)
             say(f"{file}: ok (scenario {sc.name}, engine {sc.engine}, seed {sc.seed}, "

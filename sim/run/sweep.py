@@ -38,7 +38,6 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from analysis.files import (
     OutputError,
@@ -49,7 +48,6 @@ from analysis.files import (
     make_dirs,
     remove_stale,
 )
-from analysis.metrics import METRICS, SWEEP_SHOWN
 from sim.errors import ScenarioError, shown
 from sim.limits import check_scenario, check_sweep_size
 from sim.loading import resolved_yaml
@@ -58,8 +56,6 @@ from sim.provenance import provenance, utc_now
 from sim.scenario import Scenario
 
 SUMMARY = "summary.json"
-# metrics shown in the console table (all of them go to the files): key, label, format
-SHOWN = tuple((k, METRICS[k].label, METRICS[k].fmt) for k in SWEEP_SHOWN)
 
 
 @dataclass(frozen=True)
@@ -211,33 +207,13 @@ def collect(points: list[SweepPoint], out_dir: Path) -> pd.DataFrame:
     return df
 
 
-def print_table(df: pd.DataFrame, keys: list[str], console: Console, title: str) -> None:
-    table = Table(title=title)
-    table.add_column("point")
-    for key in keys:
-        table.add_column(key, justify="right", overflow="fold")
-    table.add_column("scheme")
-    shown = [(key, fmt) for key, label, fmt in SHOWN if key in df.columns]
-    for key, label, _ in SHOWN:
-        if key in df.columns:
-            table.add_column(label, justify="right")
-    for row in df.to_dict("records"):
-        cells = [row["point"], *(row[k] for k in keys), row["scheme"]]
-        table.add_row(*(escape(str(c)) for c in cells),
-                      *(_fmt(fmt, row[key]) for key, fmt in shown))
-    console.print(table)
-
-
-def _fmt(fmt: str, value: Any) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    return fmt.format(value)
-
-
 def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = None,
               use_ray: bool = False, console: Console | None = None,
               ray_address: str | None = None) -> SweepResult:
     """Run every point not finished yet, then write ``sweep.csv`` and ``sweep.parquet``.
+
+    Progress bars and notes go to ``console`` (default: stderr); the table of results is
+    the caller's to print (:func:`analysis.console.sweep_grid`).
 
     ``workers`` defaults to the scenario's ``sweep.workers``. Points that fail are reported
     in :attr:`SweepResult.failed` (the others still run and are tabulated). With ``use_ray``
@@ -249,7 +225,7 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     workers = scenario.sweep.workers if workers is None else workers
     if workers < 1:
         raise ValueError("workers must be at least 1")
-    console = console or Console()
+    console = console or Console(stderr=True)
     started = utc_now()
     out = Path(out_dir)
     points = sweep_points(scenario)  # validate every point before creating anything
@@ -290,8 +266,6 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
 
         plot_sweep(table, scenario.sweep.grid, out, sweep_title(meta))
     result.table = table
-    print_table(table, list(scenario.sweep.grid), console,
-                f"sweep {scenario.name}: {len(points)} points x {len(scenario.schemes)} schemes")
     return result
 
 

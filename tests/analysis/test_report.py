@@ -25,6 +25,7 @@ from sim.run.runner import run_scenario
 from sim.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium")
 
 PHASED = {
     "name": "tiny-phased", "seed": 4,
@@ -44,7 +45,8 @@ TINY_SWEEP = {
     "namespace": {"tools": 40, "branching": 2, "depth": 1, "orgs": 0},
     "network": {"topology": "star", "nodes": 4, "agents": 2,
                 "link": {"delay": {"mean": 0.002}}},
-    "schemes": [{"name": "k1", "k": 1}, {"name": "k3", "k": 3}],
+    "schemes": [{"name": "k1", "k": 1}, {"name": "k3", "k": 3},
+                {"name": "agentdns", "kind": "agentdns", "k": 3}],
     "workload": {"queries": 8, "pool": 8, "arrival": {"rate": 20.0}},
     "sweep": {"grid": {"namespace.branching": [2, 3], "namespace.depth": [1, 2]},
               "workers": 1},
@@ -203,8 +205,10 @@ def test_console_headline_shows_phases_trust_and_faults(phased: Path) -> None:
     assert "hit@1" in text and "median ms" in text  # the usual table
     assert "per phase (phase 0 → phase 1)" in text
     table = per_phase(run.records)
-    rtt = table.loc["tooldns"].mean_round_trips
-    assert f"{rtt[0]:.2f} → {rtt[1]:.2f}" in text
+    upstream = table.loc["tooldns"].mean_upstream_queries  # the per-phase effect's metrics
+    assert f"{upstream[0]:.2f} → {upstream[1]:.2f}" in text
+    share = table.loc["tooldns"].answered_without_upstream
+    assert f"{share[0]:.1%} → {share[1]:.1%}" in text
     assert "rogue look-alike tools" in text and "rogue returned" in text
     faults = {"bin_s": 5, "schemes": {"tooldns": {
         "success": 0.9, "success_during_faults": 0.5, "success_outside_faults": 1.0,
@@ -228,8 +232,11 @@ def test_sweep_report_has_grid_table_and_a_figure_per_axis(sweep: Path,
     text = _self_contained(tmp_path / "report.html")
     assert text.count("<img") == 2
     table = load_sweep(sweep).table
-    for point in table.point.unique():
-        assert text.count(f"<td>{point}</td>") == 2  # one row per scheme
+    for point in table.point.unique():  # hashes only as folder names, in the Points table
+        assert text.count(f"points/{point}") == 1 and f"<td>{point}</td>" not in text
+    for name in ("b=2,d=1", "b=2,d=2", "b=3,d=1", "b=3,d=2"):
+        rows = text.count(f"<td>{name}</td>") - 1  # Points, then a row per scheme per part
+        assert rows > 0 and rows % 3 == 0, name
     assert "namespace.branching" in text and "2, 3" in text and "tiny-report-sweep" in text
 
 
@@ -239,11 +246,56 @@ def test_sweep_figure_lines_per_scheme_and_other_axis(sweep: Path) -> None:
     sw = load_sweep(sweep)
     fig = sweep_figure(sw.table, "namespace.depth", sw.grid, title="t")
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert labels == ["k1, branching=2", "k1, branching=3", "k3, branching=2",
-                      "k3, branching=3"]
+    assert labels == ["k1, b=2", "k1, b=3", "k3, b=2", "k3, b=3", "agentdns, b=2",
+                      "agentdns, b=3"]
+    # every metric sweep.csv records has a panel, bytes up included
+    ylabels = {ax.get_ylabel() for ax in fig.axes if ax.get_visible()}
+    assert {"bytes up", "hit@K", "round trips per query"} <= ylabels
     # axes beyond max_lines combinations are averaged
     fig = sweep_figure(sw.table, "namespace.depth", sw.grid, max_lines=1)
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["k1", "k3"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["k1", "k3", "agentdns"]
+
+
+def _scroll_width(page: Path, tmp_path: Path) -> int:
+    """document.documentElement.scrollWidth of ``page`` in headless Chromium with a
+    1,400 px window (a probe script appended to a copy writes it into the DOM)."""
+    probe = ('<script>window.addEventListener("load",()=>{const p=document.createElement('
+             '"pre");p.textContent="SCROLLWIDTH="+document.documentElement.scrollWidth;'
+             'document.body.appendChild(p);});</script>')
+    copy = tmp_path / "probe.html"
+    copy.write_text(page.read_text(encoding="utf-8").replace("</body>", probe + "</body>"),
+                    encoding="utf-8")
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                          "--window-size=1400,900", "--virtual-time-budget=5000",
+                          "--dump-dom", copy.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    found = re.findall(r"SCROLLWIDTH=(\d+)", out.stdout)
+    assert found, out.stderr[-2000:]
+    return int(found[0])
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/setup)")
+def test_sweep_report_fits_a_1400_px_page_with_a_pivot_per_metric(sweep: Path,
+                                                                 tmp_path: Path) -> None:
+    report.write_report(sweep, tmp_path, formats=["html"])
+    page = tmp_path / "report.html"
+    assert _scroll_width(page, tmp_path) <= 1400
+    text = page.read_text()
+    # a pivot per metric: a row per (scheme, b), a column per d; bytes up among them
+    for caption in ("RTTs (round trips)", "bytes up (bytes)", "hit@K", "C(q) (items)"):
+        assert f"<caption>{caption}" in text, caption
+    header = re.search(r"<caption>bytes up \(bytes\).*?</thead>", text, re.S)
+    assert header and re.findall(r"<th>([^<]*)</th>", header.group(0)) == [
+        "scheme", "b", "d=1", "d=2"]
+    sw = load_sweep(sweep)
+    cell = sw.table[(sw.table.scheme == "k3") & (sw.table["namespace.branching"] == 3)
+                    & (sw.table["namespace.depth"] == 2)].mean_bytes_up.iloc[0]
+    assert re.search(rf"<td>k3</td>\s*<td>3</td>\s*<td>[^<]*</td>\s*<td>{cell:.0f}</td>",
+                     text[header.end():])
+    # the probe sees overflow: the same page with one wide table is wider than 1,400 px
+    wide = "<table><tr>" + "<td>0123456789abcdef</td>" * 60 + "</tr></table>"
+    page.write_text(text.replace("</h1>", "</h1>" + wide, 1), encoding="utf-8")
+    assert _scroll_width(page, tmp_path) > 1400
 
 
 def test_eval_report(tmp_path: Path) -> None:

@@ -144,11 +144,11 @@ def test_live_engine_sees_the_same_changes() -> None:
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"events": [{"at": 5.0, "action": "remove", "count": 50, "zone": "LEAF"}]},
-     "workload.churn.events[0].count: remove of 50 tools but leaf"),
+     "workload.churn.events.0.count: remove of 50 tools but leaf"),
     ({"events": [{"at": 500.0, "action": "add"}]},
-     "workload.churn.events[0].at: 500 s is after the workload's last query"),
+     "workload.churn.events.0.at: 500 s is after the workload's last query"),
     ({"events": [{"at": 5.0, "action": "add", "zone": "nowhere.tools."}]},
-     "workload.churn.events[0].zone: 'nowhere.tools.' is not a leaf zone"),
+     "workload.churn.events.0.zone: 'nowhere.tools.' is not a leaf zone"),
     ({"events": [{"at": 5.0, "action": "add"}], "probes": {"agent": 7}},
      "workload.churn.probes.agent: 7 but the network has 2 agents"),
 ])

@@ -78,7 +78,7 @@ def test_trace_replay(tmp_path: Path) -> None:
     assert [j.query.id for j in jobs] == [ns.queries[1].id, ns.queries[0].id, ns.queries[0].id]
     bad = tmp_path / "bad.csv"
     bad.write_text("time,query\n1.0,no such query\n")
-    with pytest.raises(ScenarioError, match=r"bad\.csv:2"):
+    with pytest.raises(ScenarioError, match=r"workload\.arrival\.trace: line 2: .*bad\.csv"):
         build_jobs(sc.with_overrides({"workload.arrival.trace": str(bad)}), ns, 5)
 
 

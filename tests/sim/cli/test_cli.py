@@ -132,11 +132,11 @@ def test_unknown_keys_suggest_the_field(tmp_path: Path, capsys: pytest.CaptureFi
 def test_validate_warns_about_units(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     ms = {**SMALL, "network": {**SMALL["network"], "link": {"delay": {"mean": 10}}}}
     path = _file(tmp_path, ms)
-    assert cli.main(["validate", str(path)]) == 0  # valid: warnings only
+    assert cli.main(["validate", "--allow-units", str(path)]) == 0  # valid: warnings only
     out, err = capsys.readouterr()
     assert f"{path}: ok" in out
     assert "network.link.delay.mean: 10 s one-way per link" in err
-    assert cli.main(["validate", "--strict", str(path)]) == 1
+    assert cli.main(["validate", "--allow-units", "--strict", str(path)]) == 1
     capsys.readouterr()
     assert cli.main(["validate", *map(str, SCENARIOS)]) == 0
     out, err = capsys.readouterr()

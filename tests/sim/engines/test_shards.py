@@ -89,7 +89,7 @@ def test_sharded_run_agrees_with_one_process(
         assert abs(m2 - m1) / m1 < 0.10, (scheme, m1, m2)
     assert result.summary["schemes"].keys() == {s.name for s in sc.schemes}
     for scheme, s in result.summary["schemes"].items():
-        assert s["cache_hit_queries"] == pytest.approx(
+        assert s["any_cache_hit"] == pytest.approx(
             (a[a.scheme == scheme].cache_hits > 0).mean())
     # per node: servers' summed counters (packet-cache hits are per shard), resolvers, agents
     la = one_load.sort_values(["scheme", "node"]).reset_index(drop=True)

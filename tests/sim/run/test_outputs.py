@@ -14,6 +14,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -95,10 +96,14 @@ def _digests(folder: Path) -> dict[str, str]:
             for p in sorted(folder.iterdir()) if p.is_file()}
 
 
+PROGRESS = re.compile(r"\d+/\d+ \d+:\d\d:\d\d\s*$")  # the sweep's progress bar (stderr)
+
+
 def _one_line(text: str) -> str:
     """The one line a failed or interrupted command leaves on stderr (progress lines, also
     on stderr, are left out)."""
-    lines = [line for line in text.splitlines() if line.strip() and ": scheme " not in line]
+    lines = [line for line in text.splitlines() if line.strip() and ": scheme " not in line
+             and not PROGRESS.search(line)]
     assert len(lines) == 1, text
     assert "Traceback" not in text
     return lines[0]
