@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.robustness.serving import ROOT, DnsServer
+from benchmarks.robustness.serving import ROOT, Child, DnsServer
 from benchmarks.robustness.table import table
 
 HELP = "held DoT connections (silent, mid-message); are fresh DoT clients answered"
@@ -192,7 +192,7 @@ def _exchange(target: tuple[str, int], ctx: ssl.SSLContext, wire: bytes,
         return type(exc).__name__
 
 
-class _OldListener:
+class _OldListener(Child):
     """The TLD server's DoT listener as an earlier tree serves it, where ``serve-dns`` has
     no ``--dot``: that tree's own ``ServerEndpoint`` with TLS (what its live engine runs), in
     a child process speaking ``serve-dns``'s protocol (:func:`listen`)."""
@@ -213,20 +213,6 @@ class _OldListener:
             self.proc.kill()
             raise SystemExit(f"{tree} cannot serve DNS over TLS: {line.strip()!r}")
         self.manifest = json.loads(line[6:])
-
-    def counters(self) -> dict:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
 
 
 def listen(port: int, tools: int, seed: int) -> None:

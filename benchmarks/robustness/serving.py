@@ -108,7 +108,28 @@ def rss(pid: int) -> int:
     return 0
 
 
-class DnsServer:
+class Child:
+    """A serving child process speaking ``serve-dns``'s protocol: a ``READY`` line, then one
+    JSON line of counters per line written to its stdin; it stops when stdin closes."""
+
+    proc: subprocess.Popen
+
+    def counters(self) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+class DnsServer(Child):
     """``serve-dns`` in a child process: its manifest, counters on demand, alive or not."""
 
     def __init__(self, args: argparse.Namespace, cache_bytes: int | None = None,
@@ -144,17 +165,6 @@ class DnsServer:
         return next((m["address"], self.port) for m in self.manifest["servers"]
                     if m["zone"] == zone)
 
-    def counters(self) -> dict:
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
 
 
 def stub_query(intent: str, k: int = 2, qid: int = 1, zone: str = "tools.") -> bytes:

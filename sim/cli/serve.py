@@ -73,6 +73,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "beside A; glue stays IPv4")
 
 
+def _dot_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the DNS-over-TLS options; fills in ``args.dot_port``."""
+    if (args.dot_port is not None or args.dot_ca) and not args.dot:
+        return "--dot-port and --dot-ca need --dot"
+    if args.dot:
+        from sim.accounting import dot_port
+
+        port = args.dot_port if args.dot_port is not None else dot_port(args.port)
+        if not 0 < port < 65536 or port == args.port:
+            return (f"DNS-over-TLS port {port} is not a free port beside --port {args.port} "
+                    f"(1-65535, not the DNS port): set --dot-port")
+        args.dot_port = port
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -82,26 +97,16 @@ def run(args: argparse.Namespace) -> int:
     from sim.sockets.hierarchy import LiveHierarchy
     from sim.sockets.tcp import TcpLimits
 
-    problem = namespace_problem(args)
+    problem = namespace_problem(args) or _dot_problem(args)
     if problem is not None:
         error("serve", problem)
         return 2
     dot = None
-    if (args.dot_port is not None or args.dot_ca) and not args.dot:
-        error("serve", "--dot-port and --dot-ca need --dot")
-        return 2
     if args.dot:
         import secrets
 
-        from sim.accounting import dot_port
         from sim.build.hierarchy import dot_setup
 
-        port = args.dot_port if args.dot_port is not None else dot_port(args.port)
-        if not 0 < port < 65536 or port == args.port:
-            error("serve", f"DNS-over-TLS port {port} is not a free port beside --port "
-                           f"{args.port} (1-65535, not the DNS port): set --dot-port")
-            return 2
-        args.dot_port = port
         dot = dot_setup(secrets.randbits(128))  # keys derive from the seed: a secret one
     ns = namespace(args)
     hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer,
