@@ -18,6 +18,7 @@ position in the zone's own (sorted) order.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -25,14 +26,28 @@ from operator import add
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from nodes.bm25 import bm25_postings
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
-_DROPPED = ENGLISH_STOP_WORDS | set("abcdefghijklmnopqrstuvwxyz0123456789")
+def english_stop_words() -> frozenset[str]:
+    """scikit-learn's English stop-word list, read from its own module file without
+    importing ``sklearn`` (whose package import takes about a second: every host agent of
+    the Mininet and Ray engines, and every emulated VM guest, would pay it at start-up)."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("scikit-learn is not installed")
+    path = f"{spec.submodule_search_locations[0]}/feature_extraction/_stop_words.py"
+    words = importlib.util.spec_from_file_location("_tooldns_sklearn_stop_words", path)
+    assert words is not None and words.loader is not None
+    module = importlib.util.module_from_spec(words)
+    words.loader.exec_module(module)
+    return frozenset(module.ENGLISH_STOP_WORDS)
+
+
+_DROPPED = english_stop_words() | set("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def tokenize(text: str) -> list[str]:
@@ -192,6 +207,8 @@ class BM25Scorer:
 
 class _TfidfIndex:
     def __init__(self, texts: Sequence[str]) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer  # ~1 s import: here
+
         self._vec = TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None)
         self._matrix = self._vec.fit_transform(texts)  # rows are L2-normalised
 

@@ -426,7 +426,10 @@ class MininetSpec(Spec):
     """Mininet engine: hosts per graph site or per node; kernel netem or user-space links."""
 
     hosts: Literal["site", "node"] = "site"
-    netem: Literal["auto", "off"] = "auto"
+    netem: Literal["auto", "require", "off"] = Field(
+        default="auto", description="auto: TCLink delays where the kernel has the netem qdisc, "
+        "else user-space emulation; require: netem or an error (tooldns run --vm sets it); off: "
+        "user-space emulation")
     pcap_dir: str | None = None  # tcpdump on every host interface: one pcap per host here
 
 

@@ -50,6 +50,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="simpy: split the run over N Ray workers (engine_options.shards)")
     p.add_argument("--ray-address", metavar="ADDRESS",
                    help="--shards: the Ray cluster to run them on (default: a local Ray)")
+    vm = p.add_argument_group("a guest kernel for netem links (docs/engines.md#the-vm)")
+    vm.add_argument("--vm", action="store_true",
+                    help="run on the Mininet engine inside a qemu guest booted from this "
+                         "machine's root and a kernel with the netem qdisc (needs root, "
+                         "qemu-system-x86, linux-image-amd64, busybox-static: .ci/setup)")
+    vm.add_argument("--vm-accel", choices=("auto", "kvm", "tcg"), default="auto",
+                    help="--vm: KVM where a hardware KVM module is loaded, else TCG emulation")
+    vm.add_argument("--vm-memory", type=positive_int, default=3072, metavar="MIB",
+                    help="--vm: guest memory (default 3072)")
+    vm.add_argument("--vm-timeout", type=positive_int, default=1800, metavar="SECONDS",
+                    help="--vm: stop the guest after this long (default 1800)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
             # the output folder is tried before anything is imported, built or started
             if warning := check_output(scenario, args.out, args.capture):
                 warn(warning)
+            if args.vm:
+                return run_vm(args, scenario)
             scenario = with_shards(scenario, args)
             from sim.engines.shardpool import start as start_shards
             from sim.run.runner import run_scenario
@@ -94,7 +107,6 @@ def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespac
     warnings and where the files are; with a machine format only the summary on stdout."""
     from analysis.console import capture_grid, print_summary, summary_text
     from analysis.tables import print_grid
-    from sim.engines.catalog import engine_info
 
     if args.format == "table":
         console = consoles.out
@@ -109,7 +121,12 @@ def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespac
                           f"per shard", style="dim")
         console.print("engine wall time: " + ", ".join(
             f"{name} {s:.1f} s" for name, s in result.summary["wall_s"].items()), style="dim")
-    if engine_info(engine := result.summary["engine"]).user_space_links:
+    engine = result.summary["engine"]
+    emulation = {r.get("link_emulation") for r in result.summary["replay"].values()}
+    if "netem" in emulation:
+        console.print(f"{engine} engine: link delay, jitter and loss by the kernel's netem "
+                      "qdisc (TCLink)", style="dim")
+    if "user-space" in emulation:
         console.print(f"{engine} engine: link delay and loss emulated in user space by the "
                       "socket adapters (no netem qdisc on this machine)", style="dim")
         for scheme, replay in result.summary["replay"].items():
@@ -129,6 +146,49 @@ def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespac
     files = sorted(p.name for p in Path(result.out_dir).iterdir() if not p.name.startswith("."))
     console.print(f"results written to {result.out_dir}/ ({', '.join(files)})", markup=False,
                   highlight=False, soft_wrap=True)
+
+
+def run_vm(args: argparse.Namespace, scenario: Scenario) -> int:
+    """``--vm``: the same command on the Mininet engine inside a guest (:mod:`sim.vm`), its
+    stdout printed here, its console (progress, warnings) on stderr; the exit status is the
+    guest command's. The scenario was read and checked here first, so a bad file fails
+    before anything boots."""
+    from analysis.files import output_dir
+    from sim.errors import ScenarioError
+    from sim.vm.job import VMOptions, run_in_vm
+    from sim.vm.machine import VMError
+
+    engine = args.engine or scenario.engine
+    if engine != "mininet":
+        raise ScenarioError(f"engine: --vm runs the mininet engine, not {engine} "
+                            f"(add --engine mininet)")
+    if args.capture or args.shards or args.show_config:
+        raise ScenarioError("--vm: --capture, --shards and --show-config are not available "
+                            "with --vm")
+    out = output_dir(scenario, args.out).resolve()
+    argv = [sys.executable, "-m", "sim.cli", "run", str(Path(args.file).resolve()),
+            "--engine", "mininet", "--out", str(out), "--format", args.format,
+            "--set", "engine_options.mininet.netem=require"]
+    if args.seed is not None:
+        argv += ["--seed", str(args.seed)]
+    for item in args.set or ():
+        argv += ["--set", item]
+    if args.allow_units:
+        argv.append("--allow-units")
+    options = VMOptions(accel=args.vm_accel, memory_mib=args.vm_memory,
+                        timeout_s=float(args.vm_timeout))
+    try:
+        got = run_in_vm(argv, out, options, console=lambda line: stderr(f"  vm| {line}"),
+                        progress=progress)
+    except VMError as exc:
+        error("run", f"--vm: {exc}")
+        return 1
+    sys.stdout.write(got.stdout)
+    sys.stdout.flush()
+    boot = f"booted in {got.boot_s:.1f} s, " if got.boot_s is not None else ""
+    progress(f"vm: kernel {got.kernel} on {got.accel}; {boot}{got.wall_s:.1f} s in all; "
+             f"guest exit status {got.status}")
+    return got.status
 
 
 def with_shards(scenario: Scenario, args: argparse.Namespace) -> Scenario:

@@ -31,6 +31,10 @@ class EngineOutput:
     end_time: float = 0.0
     on_stub: StubSink | None = None  # the plan's sink (RunPlan.on_stub), if any
     streamed: int = 0  # discoveries the sink took (their records are made)
+    # real-time engines: what delayed and dropped packets, "netem" (the kernel's qdisc on
+    # Mininet links) or "user-space" (the socket adapters, from the path model); the summary's
+    # replay block says it. None in virtual time (the simulation draws delays itself).
+    link_emulation: str | None = None
 
     def add_stub(self, job: Job, stub: StubResult | RegistryResult) -> None:
         """A discovery finished: to the sink, or kept (walks of a DNS discovery should be

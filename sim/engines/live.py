@@ -82,7 +82,9 @@ def run_live(plan: RunPlan) -> EngineOutput:
     servers compute every reply (no reply memo): in wall-clock time their work is part of
     what is measured."""
     with memo_off(plan.hierarchy.servers.values()):
-        return asyncio.run(_run_http(plan) if plan.registry is not None else _run(plan))
+        out = asyncio.run(_run_http(plan) if plan.registry is not None else _run(plan))
+    out.link_emulation = "user-space"
+    return out
 
 
 async def _run_http(plan: RunPlan) -> EngineOutput:

@@ -201,7 +201,10 @@ def run_mininet(plan: RunPlan) -> EngineOutput:
     reason = unavailable()
     if reason is not None:
         raise RuntimeError(f"mininet engine: {reason}")
-    netem = spec.netem == "auto" and has_netem()
+    netem = spec.netem != "off" and has_netem()
+    if spec.netem == "require" and not netem:
+        raise RuntimeError("mininet engine: engine_options.mininet.netem is require, but this "
+                           "kernel has no netem qdisc (tooldns run --vm boots one that has)")
     if not netem:
         warnings.warn("mininet engine: no netem qdisc on this kernel (or netem: off): links "
                       "carry no delay or loss; the adapters emulate them in user space from "
@@ -210,7 +213,9 @@ def run_mininet(plan: RunPlan) -> EngineOutput:
     groups = host_groups(plan, spec)
     parts = split_plan(plan, [(name, ips) for name, ips, _ in groups], emulate=not netem)
     with tempfile.TemporaryDirectory(prefix="tooldns-mininet-") as tmp:
-        return _run(plan, spec, groups, parts, netem, Path(tmp))
+        out = _run(plan, spec, groups, parts, netem, Path(tmp))
+    out.link_emulation = "netem" if netem else "user-space"
+    return out
 
 
 def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], Any]],

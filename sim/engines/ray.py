@@ -176,4 +176,6 @@ def run_ray(plan: RunPlan) -> EngineOutput:
             ray.kill(a)
         _POOL.pop(_session(ray), None)
         raise
-    return merge_outputs(plan, pieces, origin)
+    out = merge_outputs(plan, pieces, origin)
+    out.link_emulation = "user-space"
+    return out

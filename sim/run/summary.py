@@ -37,6 +37,8 @@ def replay_summary(output: EngineOutput, dot: bool) -> dict:
               "end_time_s": round(output.end_time, 9),
               "lost_packets": output.lost,
               "completed": output.completed()}
+    if output.link_emulation is not None:
+        replay["link_emulation"] = output.link_emulation
     if dot:
         replay.update({key: sum(c.get(key, 0) for c in output.load.values())
                        for key in ("dot_opened", "dot_closed")})
