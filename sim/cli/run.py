@@ -52,9 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--shards: the Ray cluster to run them on (default: a local Ray)")
     vm = p.add_argument_group("a guest kernel for netem links (docs/engines.md#the-vm)")
     vm.add_argument("--vm", action="store_true",
-                    help="run on the Mininet engine inside a qemu guest booted from this "
-                         "machine's root and a kernel with the netem qdisc (needs root, "
-                         "qemu-system-x86, linux-image-amd64, busybox-static: .ci/setup)")
+                    help="run inside a qemu guest booted from this machine's root and a "
+                         "kernel with the netem qdisc; the Mininet engine's links are then "
+                         "netem's (needs root, qemu-system-x86, linux-image-amd64, "
+                         "busybox-static: .ci/setup)")
     vm.add_argument("--vm-accel", choices=("auto", "kvm", "tcg"), default="auto",
                     help="--vm: KVM where a hardware KVM module is loaded, else TCG emulation")
     vm.add_argument("--vm-memory", type=positive_int, default=3072, metavar="MIB",
@@ -149,26 +150,25 @@ def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespac
 
 
 def run_vm(args: argparse.Namespace, scenario: Scenario) -> int:
-    """``--vm``: the same command on the Mininet engine inside a guest (:mod:`sim.vm`), its
-    stdout printed here, its console (progress, warnings) on stderr; the exit status is the
-    guest command's. The scenario was read and checked here first, so a bad file fails
-    before anything boots."""
+    """``--vm``: the same command inside a guest (:mod:`sim.vm`), on the Mininet engine with
+    netem links required (any other engine runs there as it would here: simpy with
+    ``processing: calibrated`` then models the guest's own CPU); its stdout printed here,
+    its console (progress, warnings) on stderr; the exit status is the guest command's. The
+    scenario was read and checked here first, so a bad file fails before anything boots."""
     from analysis.files import output_dir
     from sim.errors import ScenarioError
     from sim.vm.job import VMOptions, run_in_vm
     from sim.vm.machine import VMError
 
     engine = args.engine or scenario.engine
-    if engine != "mininet":
-        raise ScenarioError(f"engine: --vm runs the mininet engine, not {engine} "
-                            f"(add --engine mininet)")
     if args.capture or args.shards or args.show_config:
         raise ScenarioError("--vm: --capture, --shards and --show-config are not available "
                             "with --vm")
     out = output_dir(scenario, args.out).resolve()
     argv = [sys.executable, "-m", "sim.cli", "run", str(Path(args.file).resolve()),
-            "--engine", "mininet", "--out", str(out), "--format", args.format,
-            "--set", "engine_options.mininet.netem=require"]
+            "--engine", engine, "--out", str(out), "--format", args.format]
+    if engine == "mininet":
+        argv += ["--set", "engine_options.mininet.netem=require"]
     if args.seed is not None:
         argv += ["--seed", str(args.seed)]
     for item in args.set or ():

@@ -13,7 +13,8 @@
   links along the graph's edges (a minimum spanning tree by mean delay, since a bridged
   network must be loop-free: a cyclic graph loses its longer edges, with a warning), each
   host on its site's switch. With the kernel's ``netem`` qdisc links are ``TCLink`` with the
-  edge's delay (mean, and std as jitter), loss and bandwidth and the adapters only count
+  edge's delay (a varying one as a netem table of its own quantiles, sim.engines.netemtable),
+  loss and bandwidth, and the adapters only count
   packets; without it (this machine) links are plain and the adapters emulate delay and
   loss in user space from the path model, as on the live engine, with a warning.
 * **Capture.** ``engine_options.mininet.pcap_dir`` runs ``tcpdump`` on every host interface
@@ -45,6 +46,7 @@ import networkx as nx
 
 from sim.build.runplan import RunPlan
 from sim.engines.base import EngineOutput
+from sim.engines.netemtable import set_distribution
 from sim.engines.nodehost import (
     HostOutput,
     HostPart,
@@ -141,7 +143,7 @@ def switch_links(graph: nx.Graph) -> tuple[list[tuple[Any, Any, Any]], int]:
 def _link_params(link: Any) -> dict[str, Any]:
     """TCLink parameters (delay, jitter, loss %, bandwidth Mbit/s) of a LinkSpec."""
     params: dict[str, Any] = {"delay": f"{link.delay.mean * 1000:.3f}ms"}
-    if link.delay.dist in ("normal", "lognormal") and link.delay.std:
+    if not link.delay.is_constant and link.delay.std:  # the table: sim.engines.netemtable
         params["jitter"] = f"{link.delay.std * 1000:.3f}ms"
     if link.loss:
         params["loss"] = round(link.loss * 100, 6)
@@ -241,7 +243,7 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
     agents = _Agents({})
     pcaps: list[subprocess.Popen] = []
     try:
-        hosts = _build_network(net, tag, graph, edges, groups, netem)
+        hosts = _build_network(net, tag, graph, edges, groups, netem, tmp)
         for (name, ips, _), part in zip(groups, parts, strict=True):
             intf = _configure_host(hosts[name], name, ips)
             (tmp / f"{name}.part").write_bytes(pickle.dumps(part))
@@ -270,21 +272,30 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
 
 
 def _build_network(net: Any, tag: str, graph: nx.Graph, edges: list[tuple[Any, Any, Any]],
-                   groups: list[tuple[str, list[str], Any]], netem: bool) -> dict[str, Any]:
+                   groups: list[tuple[str, list[str], Any]], netem: bool,
+                   tmp: Path) -> dict[str, Any]:
     """One switch per graph node, the switch links, one host per group on its site's
-    switch; builds and starts the network and returns the hosts by name."""
+    switch; builds and starts the network and returns the hosts by name. Links whose delay
+    varies get the model's own netem table (:mod:`sim.engines.netemtable`) in both
+    directions."""
     switch = {}
     for i, node in enumerate(sorted(graph.nodes, key=str)):
         switch[node] = net.addSwitch(f"{tag}s{i + 1}")
+    varying = []
     for u, v, link in edges:
         params = _link_params(link) if netem else {}
-        net.addLink(switch[u], switch[v], **params)
+        made = net.addLink(switch[u], switch[v], **params)
+        if netem and not link.delay.is_constant and link.delay.std:
+            varying.append((made, link))
     hosts = {}
     for name, _, site in groups:
         hosts[name] = net.addHost(f"{tag}{name}", ip=None)
         net.addLink(hosts[name], switch[site])
     net.build()
     net.start()
+    for made, link in varying:
+        for intf in (made.intf1, made.intf2):
+            set_distribution(intf.name, link, tmp)
     return hosts
 
 

@@ -40,8 +40,12 @@ mount -t tmpfs tmpfs /dev/shm
 hostname tooldns-vm
 ip link set lo up
 echo "tooldns-vm: up at $(cut -d' ' -f1 /proc/uptime) s of guest time" > /dev/console
-/bin/sh {JOB_DIR}/job.sh > {JOB_DIR}/stdout 2> /dev/console
+# stderr through a pipe, not the console's tty: progress bars are for terminals only
+mkfifo /run/stderr
+cat /run/stderr > /dev/console &
+/bin/sh {JOB_DIR}/job.sh > {JOB_DIR}/stdout 2> /run/stderr
 echo $? > {JOB_DIR}/status
+wait
 sync
 echo o > /proc/sysrq-trigger
 while :; do :; done  # PID 1 must not exit (the power-off is asynchronous)
