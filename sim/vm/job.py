@@ -29,6 +29,7 @@ OUT_TAG = "out"
 PASSED_ENV = ("PATH", "HOME", "PYTHONPATH", "LANG", "LC_ALL", "COLUMNS", "NO_COLOR",
               "FORCE_COLOR", "CI", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 EXIT_NO_OUT, EXIT_NO_NETEM = 70, 71  # job.sh's own failures
+MAX_STDOUT = 16 << 20  # bytes of the guest command's stdout printed here
 
 GUEST_SH = f"""#!/bin/sh
 # tooldns guest: PID 1 after the initramfs (the host's root, read-only, under a tmpfs overlay)
@@ -143,8 +144,12 @@ def run_in_vm(argv: list[str], out_dir: Path, options: VMOptions,
             _remove_staging(out_dir, before)
             raise VMError("the guest powered off before its job finished (see the console "
                           "lines above)")
-        result = VMRun(int(status_file.read_text().strip() or 1),
-                       (job / "stdout").read_text(errors="replace"), kernel.version,
+        text = status_file.read_text(errors="replace").strip()
+        if not text.isdigit():
+            raise VMError(f"the guest wrote an unreadable exit status: {text[:40]!r}")
+        with open(job / "stdout", "rb") as fh:  # the command's table; bounded all the same
+            stdout = fh.read(MAX_STDOUT).decode(errors="replace")
+        result = VMRun(int(text), stdout, kernel.version,
                        accel.name, accel.reason, vm.boot_s, wall)
     if result.status == EXIT_NO_NETEM:
         raise VMError(f"the guest kernel {kernel.version} has no netem qdisc")
