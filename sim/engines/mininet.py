@@ -285,7 +285,7 @@ def _build_network(net: Any, tag: str, graph: nx.Graph, edges: list[tuple[Any, A
     for u, v, link in edges:
         params = _link_params(link) if netem else {}
         made = net.addLink(switch[u], switch[v], **params)
-        if netem and not link.delay.is_constant and link.delay.std:
+        if "jitter" in params:
             varying.append((made, link))
     hosts = {}
     for name, _, site in groups:

@@ -61,7 +61,6 @@ class VMOptions:
     memory_mib: int = 3072
     cpus: int = 2
     timeout_s: float = 1800.0
-    kernel: str | None = None  # a version under /boot (default: the newest with netem)
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,7 @@ def run_in_vm(argv: list[str], out_dir: Path, options: VMOptions,
     ``out_dir``. Raises :class:`VMError` (or ``KeyboardInterrupt``) with no qemu left."""
     if (reason := unavailable()) is not None:
         raise VMError(reason)
-    kernel = find_kernel(options.kernel)
+    kernel = find_kernel()
     accel = choose_accel(options.accel)
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)

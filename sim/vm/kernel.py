@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 #: what the initramfs loads (with their dependencies) to mount the host's root: virtio PCI
@@ -34,20 +35,24 @@ class GuestKernel:
     def module_file(self, name: str) -> Path | None:
         """The module file of ``name`` (``-`` and ``_`` alike), or None if it is built in or
         absent (see :meth:`builtin`)."""
-        found = self._index().get(name.replace("-", "_"))
+        found = self._index.get(name.replace("-", "_"))
         return self.modules / found[0] if found else None
 
     def builtin(self, name: str) -> bool:
+        return name.replace("-", "_") in self._builtins
+
+    @cached_property
+    def _builtins(self) -> frozenset[str]:
+        """Names in ``modules.builtin`` (read once)."""
         builtin = self.modules / "modules.builtin"
         if not builtin.exists():
-            return False
-        key = name.replace("-", "_")
-        return any(_module_name(line) == key for line in builtin.read_text().split())
+            return frozenset()
+        return frozenset(_module_name(line) for line in builtin.read_text().split())
 
     def load_order(self, names: tuple[str, ...]) -> list[Path]:
         """Module files for ``names`` and everything they depend on, dependencies first
         (``modules.dep``); built-in modules are skipped, a missing one is an error."""
-        index = self._index()
+        index = self._index
         order: list[Path] = []
         seen: set[str] = set()
 
@@ -69,8 +74,9 @@ class GuestKernel:
             visit(name.replace("-", "_"))
         return order
 
+    @cached_property
     def _index(self) -> dict[str, tuple[str, list[str]]]:
-        """name -> (relative path, dependency paths) from ``modules.dep``."""
+        """name -> (relative path, dependency paths) from ``modules.dep`` (read once)."""
         dep = self.modules / "modules.dep"
         if not dep.exists():
             raise KernelError(f"kernel {self.version}: {dep} is missing (run depmod "
