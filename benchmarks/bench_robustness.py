@@ -7,7 +7,7 @@ an earlier checkout as well, where the probe supports it, and prints both.
 
 ``http``
     Starts the two HTTP registries (AgentDNS at ``--address``, ANS at the next address) in
-    a **separate process**, exactly as the live engine serves them (``sim.engines.live.
+    a **separate process**, exactly as the live engine serves them (``sim.sockets.registry.
     start_registry``, real TCP on 127.0.0.0/8, a token secret from ``secrets``), then fires
     malformed and hostile requests at them from this process over blocking sockets: a
     request split across reads (two pieces, and byte by byte), slowloris (one header byte

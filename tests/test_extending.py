@@ -119,9 +119,11 @@ def _tiny() -> Scenario:
 
 def test_toy_engine_in_the_catalogue_runs_a_scenario(monkeypatch: pytest.MonkeyPatch) -> None:
     # the simpy entry's capabilities, minus what the toy cannot do
+    cannot = catalog.Support("no", "the toy engine cannot")
+    lacks: tuple[catalog.Feature, ...] = ("faults", "dot", "sessions", "churn", "shards")
+    features = {**ENGINES["simpy"].features, **dict.fromkeys(lacks, cannot)}
     info = replace(ENGINES["simpy"], name="toy", entry=f"{__name__}:run_toy",
-                   summary="fixed delay, in memory", faults=False, dot=False, sessions=False,
-                   churn=False, shards=False, progress=False)
+                   summary="fixed delay, in memory", features=features, progress=False)
     monkeypatch.setitem(ENGINES, "toy", info)
     assert catalog.engine_info("toy").load() is run_toy
     assert Scenario.model_validate({"name": "x", "engine": "toy"}).engine == "toy"

@@ -33,7 +33,7 @@ def serve_http(args: argparse.Namespace) -> int:
     from nodes.registry.http import Limits
     from nodes.scoring import make_scorer
     from sim.build.registries import build_registry
-    from sim.engines.live import start_registry
+    from sim.sockets.registry import start_registry
     from topologies.synthetic import synthetic
 
     ns = synthetic(n_tools=args.tools, branching=4, depth=2, seed=args.seed, n_orgs=1,

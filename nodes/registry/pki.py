@@ -13,6 +13,7 @@ the calendar from :data:`EPOCH`, never the wall clock.
 from __future__ import annotations
 
 import base64
+import copyreg
 import datetime as dt
 import hashlib
 import json
@@ -34,6 +35,41 @@ class TrustError(ValueError):
 
 def _key(seed: int, name: str) -> Ed25519PrivateKey:
     return Ed25519PrivateKey.from_private_bytes(hashlib.sha256(f"{seed}/{name}".encode()).digest())
+
+
+def _key_from_raw(raw: bytes) -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.from_private_bytes(raw)
+
+
+def _reduce_key(key: Ed25519PrivateKey) -> tuple:
+    return _key_from_raw, (key.private_bytes(serialization.Encoding.Raw,
+                                             serialization.PrivateFormat.Raw,
+                                             serialization.NoEncryption()),)
+
+
+def _cert_from_der(der: bytes) -> x509.Certificate:
+    return x509.load_der_x509_certificate(der)
+
+
+def _reduce_cert(cert: x509.Certificate) -> tuple:
+    return _cert_from_der, (cert.public_bytes(serialization.Encoding.DER),)
+
+
+def _public_from_raw(raw: bytes) -> Ed25519PublicKey:
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def _reduce_public(key: Ed25519PublicKey) -> tuple:
+    return _public_from_raw, (key.public_bytes(serialization.Encoding.Raw,
+                                               serialization.PublicFormat.Raw),)
+
+
+# The Ray and Mininet engines pickle a run's nodes into other processes; the keys and
+# certificates of ``cryptography`` (Rust objects) do not pickle by themselves, so they go
+# as their DER/raw bytes (the same key and certificate come out).
+_SAMPLE = _key(0, "pickle")
+copyreg.pickle(type(_SAMPLE), _reduce_key)
+copyreg.pickle(type(_SAMPLE.public_key()), _reduce_public)
 
 
 def _serial(seed: int, name: str) -> int:
@@ -138,3 +174,6 @@ def verify_signature(cert: x509.Certificate, data: bytes, signature_b64: str) ->
 
 def serial_hex(cert: x509.Certificate) -> str:
     return f"{cert.serial_number:x}"
+
+
+copyreg.pickle(type(make_ca(0, "pickle").cert), _reduce_cert)  # see _SAMPLE above

@@ -37,20 +37,20 @@ import json
 import random
 import statistics
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pandas as pd
 
 from nodes.agent.stub import StubResult
+from nodes.authoritative.server import AuthoritativeServer
 from nodes.dns.zone import ToolRecord, ZoneData
 from nodes.registry.agentdns import AgentDNSRegistry
 from nodes.registry.ans import ANSRegistry
 from nodes.registry.base import RegistryTool
 from nodes.registry.client import RegistryResult
 from nodes.resolver.types import Endpoint
-from sim.build.hierarchy import Hierarchy
 from sim.build.registries import RegistrySetup
 from sim.build.workload import Job
 from sim.errors import ScenarioError
@@ -68,6 +68,16 @@ PROBE_LAG = 0.001
 STALE = ("old", "mixed")  # answer states counted as stale (see ChurnSchedule._state)
 
 
+class ServedZones(Protocol):
+    """The servers churn changes: a plan's :class:`sim.build.hierarchy.Hierarchy`, or the
+    part of it one process of a distributed engine serves (:mod:`sim.engines.nodehost`)."""
+
+    @property
+    def servers(self) -> Mapping[str, AuthoritativeServer]: ...
+    @property
+    def zone_of(self) -> Mapping[str, str]: ...
+
+
 class RunView(Protocol):
     """What churn reads of a run plan (:class:`sim.build.runplan.RunPlan`, which refers to
     this module: not imported here)."""
@@ -75,7 +85,7 @@ class RunView(Protocol):
     @property
     def scheme(self) -> str: ...
     @property
-    def hierarchy(self) -> Hierarchy: ...
+    def hierarchy(self) -> ServedZones: ...
     @property
     def registry(self) -> RegistrySetup | None: ...
     @property

@@ -30,6 +30,16 @@ if TYPE_CHECKING:  # both import this module
 AGENT_PORT = 40000
 
 
+@dataclass(frozen=True)
+class CaptureRequest:
+    """``tooldns run --capture`` for an engine whose nodes live in network namespaces of
+    their own (Mininet): it records every host's packets into ``directory`` (one pcap per
+    host, filter ``bpf``) and lists the files in its output's ``pcaps``."""
+
+    directory: str
+    bpf: str
+
+
 class StubSink(Protocol):
     """Told of each finished discovery as it ends (the runner's record writer,
     :class:`sim.run.recorder.Recorder`): it may take the discovery (its record is made and
@@ -107,6 +117,7 @@ class RunPlan:
     registry_replicas: int = 1  # registry hosts behind one name (sim.build.faults: failover order)
     shard: int | None = None  # this plan is shard N of a run (own link-delay stream)
     churn: ChurnSchedule | None = None  # tools change at workload times
+    capture: CaptureRequest | None = None  # packet capture asked of the engine itself
     # told of each discovery as it finishes (the runner's record writer; engines hand it
     # to their EngineOutput)
     on_stub: StubSink | None = None

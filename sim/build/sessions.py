@@ -37,19 +37,27 @@ def session_tool(ns: Namespace, tool_id: str) -> ToolInfo:
                     Endpoint(t.target, t.address or None, t.port, 0, 0, t.zone))
 
 
-def session_tool_of(ns: Namespace) -> Callable[[str], ToolInfo | None]:
-    """SRV target -> the tool as a session binds it (Eq. 3 tokens of name and
-    description: the namespace carries no parameter schemas), cached."""
-    ids = ns.target_ids()
-    known: dict[str, ToolInfo | None] = {}
+class SessionTools:
+    """SRV target -> the tool as a session binds it (Eq. 3 tokens of name and description:
+    the namespace carries no parameter schemas), cached. A class, not a closure, so that a
+    session agent pickles into the process of a distributed engine (with the namespace)."""
 
-    def tool_of(target: str) -> ToolInfo | None:
+    def __init__(self, ns: Namespace) -> None:
+        self.ns = ns
+        self.ids = ns.target_ids()
+        self.known: dict[str, ToolInfo | None] = {}
+
+    def __call__(self, target: str) -> ToolInfo | None:
+        known = self.known
         if target not in known:
-            tid = ids.get(target)
-            known[target] = None if tid is None else session_tool(ns, tid)
+            tid = self.ids.get(target)
+            known[target] = None if tid is None else session_tool(self.ns, tid)
         return known[target]
 
-    return tool_of
+
+def session_tool_of(ns: Namespace) -> Callable[[str], ToolInfo | None]:
+    """SRV target -> the tool as a session binds it (:class:`SessionTools`)."""
+    return SessionTools(ns)
 
 
 def session_scopes(sc: Scenario) -> Scopes | None:

@@ -35,6 +35,12 @@ class EngineOutput:
     # Mininet links) or "user-space" (the socket adapters, from the path model); the summary's
     # replay block says it. None in virtual time (the simulation draws delays itself).
     link_emulation: str | None = None
+    # packet captures the engine made itself (Mininet: one pcap per host namespace), which
+    # the runner merges into the run's capture
+    pcaps: list[str] = field(default_factory=list)
+    # dense plans split over processes (Ray, Mininet): how often the hosts loaded the
+    # sentence model (0 when the shipped vectors covered the run)
+    model_loads: int | None = None
 
     def add_stub(self, job: Job, stub: StubResult | RegistryResult) -> None:
         """A discovery finished: to the sink, or kept (walks of a DNS discovery should be

@@ -5,8 +5,9 @@ a pickled :class:`sim.engines.nodehost.HostPart`. It reads one command per line 
 and answers each with one JSON line on standard output (nothing else is printed there):
 
 ``start`` → nodes served · ``origin WALL`` · ``warm`` → warm time · ``replay T0_WALL`` →
-jobs completed · ``finish PATH`` → the :class:`sim.engines.nodehost.HostOutput` pickled to PATH,
-then the agent exits. A failure answers ``{"error": …}`` and exits with status 1.
+jobs completed · ``hangup`` (clients close their connections) · ``finish PATH`` → the
+:class:`sim.engines.nodehost.HostOutput` pickled to PATH, then the agent exits. A failure
+answers ``{"error": …}`` and exits with status 1.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ async def serve(part_path: str) -> int:
                 answer({"ok": await host.warm()})
             elif cmd == "replay":
                 answer({"ok": await host.replay(float(arg))})
+            elif cmd == "hangup":
+                await host.hang_up()
+                answer({"ok": True})
             elif cmd == "finish":
                 gc.enable()
                 piece = await host.finish()

@@ -17,8 +17,17 @@
   loss and bandwidth, and the adapters only count
   packets; without it (this machine) links are plain and the adapters emulate delay and
   loss in user space from the path model, as on the live engine, with a warning.
-* **Capture.** ``engine_options.mininet.pcap_dir`` runs ``tcpdump`` on every host interface
-  and leaves one pcap per host there.
+* **Capture.** ``tooldns run --capture`` (:attr:`RunPlan.capture`) runs ``tcpdump`` in every
+  host's namespace on the host's link (``-Q out``) and on its loopback (between two nodes of
+  one host), so each packet is recorded once, by its sender's host; the runner merges the
+  hosts' files into the run's ``capture.pcap`` and attributes packets to queries as on the
+  live engine. ``engine_options.mininet.pcap_dir`` keeps, in addition, one pcap per host
+  interface (both directions) there.
+* **Everything the live engine runs** — HTTP registries (replicas on the registry's site),
+  DNS over TLS, fault schedules (applied by each sending node's adapter from the run's
+  fault plan, as on live; a down registry replica closes its listener), churn, sessions
+  and the dense scorer (the driver ships the intents' vectors: no host loads the model) —
+  since every host serves its part with :class:`sim.engines.nodehost.NodeHost`.
 
 Needs root, Mininet's Python package (Debian's ``mininet``; it lives in the system Python's
 ``dist-packages``, which is found even from another interpreter), ``mnexec`` and
@@ -50,10 +59,11 @@ from sim.engines.netemtable import set_distribution
 from sim.engines.nodehost import (
     HostOutput,
     HostPart,
-    check_supported,
     merge_outputs,
+    plan_addresses,
     split_plan,
 )
+from sim.engines.vectors import ship_intent_vectors
 from sim.scenario import MininetSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,8 +131,7 @@ def host_groups(plan: RunPlan, spec: MininetSpec) -> list[tuple[str, list[str], 
     """(host name, node addresses, graph node) per host, in a stable order."""
     path = plan.path
     sites: dict[Any, list[str]] = {}
-    everything = [*plan.hierarchy.servers, *plan.resolvers, *plan.agents]
-    for ip in everything:
+    for ip in plan_addresses(plan):
         sites.setdefault(path.node_of(plan.role_of[ip]), []).append(ip)
     out: list[tuple[str, list[str], Any]] = []
     for site, ips in sorted(sites.items(), key=lambda kv: str(kv[0])):
@@ -196,7 +205,6 @@ class _Agents:
 
 
 def run_mininet(plan: RunPlan) -> EngineOutput:
-    check_supported(plan, "mininet")
     options = plan.engine_options or {}
     spec = options.get("mininet") if isinstance(options, dict) else None
     spec = spec if isinstance(spec, MininetSpec) else MininetSpec.model_validate(spec or {})
@@ -213,6 +221,7 @@ def run_mininet(plan: RunPlan) -> EngineOutput:
                       "the path model, as on the live engine. A kernel with sch_netem (the "
                       "Vagrant VM) gives TCLink delays.", NetemWarning, stacklevel=2)
     groups = host_groups(plan, spec)
+    ship_intent_vectors(plan)  # dense: the hosts look vectors up, none loads the model
     parts = split_plan(plan, [(name, ips) for name, ips, _ in groups], emulate=not netem)
     with tempfile.TemporaryDirectory(prefix="tooldns-mininet-") as tmp:
         out = _run(plan, spec, groups, parts, netem, Path(tmp))
@@ -242,6 +251,7 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
                   waitConnected=False)
     agents = _Agents({})
     pcaps: list[subprocess.Popen] = []
+    captured: list[str] = []
     try:
         hosts = _build_network(net, tag, graph, edges, groups, netem, tmp)
         for (name, ips, _), part in zip(groups, parts, strict=True):
@@ -249,10 +259,18 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
             (tmp / f"{name}.part").write_bytes(pickle.dumps(part))
             if spec.pcap_dir:
                 Path(spec.pcap_dir).mkdir(parents=True, exist_ok=True)
-                pcaps.append(hosts[name].popen(
-                    ["tcpdump", "-i", intf, "-U", "--immediate-mode", "-n", "-w",
-                     str(Path(spec.pcap_dir) / f"{name}.pcap"), "udp or tcp"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                pcaps.append(_tcpdump(hosts[name], ["-i", intf], "udp or tcp",
+                                      Path(spec.pcap_dir) / f"{name}.pcap"))
+            if plan.capture is not None:  # each packet once, at its sender
+                folder = Path(plan.capture.directory)
+                folder.mkdir(parents=True, exist_ok=True)
+                # what leaves on the host's link, and what stays on its loopback (libpcap's
+                # "any" device skips loopback's outgoing copies, so lo is a capture of its own)
+                for where, file in ((["-i", intf, "-Q", "out"], f"{name}-link.pcap"),
+                                    (["-i", "lo"], f"{name}-lo.pcap")):
+                    captured.append(str(folder / file))
+                    pcaps.append(_tcpdump(hosts[name], where, plan.capture.bpf,
+                                          Path(captured[-1])))
         if pcaps:
             time.sleep(0.5)  # tcpdump needs a moment before it captures
         _start_agents(agents, hosts, [name for name, _, _ in groups], tmp)
@@ -268,7 +286,15 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
             with contextlib.suppress(Exception):
                 proc.wait(timeout=5)
         _stop(net, tag)
-    return merge_outputs(plan, pieces, origin)
+    out = merge_outputs(plan, pieces, origin)
+    out.pcaps = captured
+    return out
+
+
+def _tcpdump(host: Any, where: list[str], bpf: str, path: Path) -> subprocess.Popen:
+    """``tcpdump`` in ``host``'s namespace, writing every packet to ``path`` at once."""
+    return host.popen(["tcpdump", *where, "-U", "--immediate-mode", "-n", "-s", "1024", "-w",
+                       str(path), bpf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _build_network(net: Any, tag: str, graph: nx.Graph, edges: list[tuple[Any, Any, Any]],
@@ -340,6 +366,7 @@ def _drive(agents: _Agents, plan: RunPlan, names: list[str], tmp: Path) -> float
         last = max((j.at or 0.0 for j in plan.jobs), default=0.0)
         agents.call(f"replay {time.time() + START_MARGIN!r}",
                     timeout=COMMAND_TIMEOUT + last + 30.0)
+        agents.call("hangup")
         agents.call({name: f"finish {tmp / (name + '.out')}" for name in names})
     except RuntimeError as exc:
         tails = {name: (tmp / f"{name}.err").read_text(errors="replace")[-2000:]

@@ -1,48 +1,74 @@
-"""A slice of a run plan served in one process: the per-process core of the Ray and
+"""A slice of a run plan served in one process: the socket core of the live, Ray and
 Mininet engines.
 
-A :class:`HostPart` holds some of a plan's servers, resolvers and agents (plus the path
-model and the jobs of its agents); :class:`NodeHost` serves them with the live engine's
-socket adapters (:mod:`sim.sockets`) in the running asyncio loop, in phases the driver calls
-in order on every host: :meth:`NodeHost.start` (bind every socket), :meth:`set_origin`
-(one shared time zero, given as wall-clock time), :meth:`warm` (K = 0 warming of the
-host's resolvers), :meth:`replay` (the host's agents replay their jobs from a shared wall
-time on), :meth:`finish` (collect, close, return an :class:`EngineOutput` piece). The
-pieces merge with :func:`merge_outputs`.
+A :class:`HostPart` holds some of a plan's nodes — authoritative servers, resolvers, DNS
+agents, or, for an HTTP-registry scheme, registry replicas and HTTP agents — plus what
+they need of the run (path model, jobs of its agents, fault plan, churn, DNS over TLS).
+:class:`NodeHost` serves them with the socket adapters (:mod:`sim.sockets`) in the running
+asyncio loop, in phases the driver calls in order on every host: :meth:`NodeHost.start`
+(bind every socket), :meth:`set_origin` (one shared time zero, given as wall-clock
+time), :meth:`warm` (K = 0 warming of the host's resolvers), :meth:`replay` (faults and
+churn scheduled, the host's agents replay their jobs from a shared wall time on),
+:meth:`hang_up` (clients close their connections), :meth:`finish` (collect, close,
+return a :class:`HostOutput` piece). The live engine
+serves the whole plan as one part in its own process (:func:`whole_plan`); Ray and Mininet
+split it (:func:`split_plan`) and merge the pieces with :func:`merge_outputs`.
 
-Link emulation is the live engine's: each packet is held back for the one-way delay the
-path model draws, or dropped. Across processes there is no single random stream, so each
-sending node draws from its own (seed, node) stream; with no loss configured the draws
-change only timing, never what is exchanged. With ``emulate=False`` (kernel netem does the
-delays, Mininet on a full kernel) packets are only counted.
+Link emulation: each packet is held back for the one-way delay the path model draws, or
+dropped. Each sending node draws from its own (seed, node) stream, so a node's draws do not
+depend on which process serves it; with no loss configured the draws change only timing,
+never what is exchanged. With ``emulate=False`` (kernel netem does the delays, Mininet on a
+full kernel) packets are only counted. Fault schedules (:class:`sim.build.faults.FaultPlan`)
+act at the sending node's adapter, as on the live engine: a down node neither sends nor
+receives, slow and lossy nodes and partitions delay or drop; a down registry replica's
+listener closes and its connections reset. Each process has its own copy of the plan
+(its loss draws are its own); :func:`merge_outputs` sums what the copies counted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nodes.agent.session import DnsAgent
+from nodes.agent.session import DnsAgent, JobInfo, SessionAgent
 from nodes.agent.stub import StubResult
 from nodes.authoritative.server import AuthoritativeServer, ServerStats
+from nodes.registry.client import RegistryAgent, RegistryResult
+from nodes.registry.server import RegistryServer
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Discovery
-from sim.build.runplan import RunPlan
+from nodes.scoring import model_loads
+from sim.accounting import dot_port
+from sim.build.faults import registry_address
+from sim.build.hierarchy import DotSetup
+from sim.build.registries import RegistrySetup, TlsSizes
+from sim.build.runplan import RunPlan, StubSink
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput
-from sim.errors import ScenarioError
+from sim.sockets.dot import DotUpstream
 from sim.sockets.node import NodeEndpoint
+from sim.sockets.registry import RegistryReplicas, replica_nodes
+from sim.sockets.registryclient import RegistryClients
 from sim.sockets.server import ServerEndpoint
 from sim.sockets.tcp import raise_fd_limit
 from sim.sockets.timing import call_precisely
 from topologies.paths import PathModel
 
-DRAIN_TIMEOUT = 30.0  # as the live engine: seconds to wait for stragglers after the last job
+if TYPE_CHECKING:
+    from sim.build.churn import ChurnSchedule
+    from sim.build.faults import FaultPlan
+
+DRAIN_TIMEOUT = 30.0  # seconds to wait for stragglers after the last scheduled job
+RTO = 0.2  # seconds a lost TCP segment of a registry exchange costs (its retransmission)
+DOT_NUMBERS = 1_000_000  # DNS-over-TLS connection numbers per host (unique over a run)
 
 
 @dataclass
@@ -51,6 +77,7 @@ class HostPart:
 
     name: str
     seed: int
+    scheme: str
     servers: dict[str, AuthoritativeServer]
     resolvers: dict[str, RecursiveResolver]
     agents: dict[str, DnsAgent]
@@ -60,54 +87,93 @@ class HostPart:
     jobs: list[Job]
     requests: dict[int, Discovery]
     node_index: dict[str, int]  # address -> stream number of its link RNG
+    zone_of: dict[str, str] = field(default_factory=dict)  # of this part's servers
     warm_services: tuple[str, ...] = ()
     closed_loop: bool = False
     dns_port: int = 53
     emulate: bool = True
+    number: int = 0  # this part's position in the run (DNS-over-TLS connection numbers)
+    faults: FaultPlan | None = None
+    churn: ChurnSchedule | None = None
+    dot: DotSetup | None = None
+    # HTTP-registry schemes: the replicas served here, the HTTP agents, the run's setup
+    registry: RegistrySetup | None = None
+    registry_nodes: dict[str, RegistryServer] = field(default_factory=dict)
+    registry_agents: dict[str, RegistryAgent] = field(default_factory=dict)
+    registry_replicas: int = 1
+    registry_time: float = 0.0
+    tls: TlsSizes | None = None
 
     @property
     def addresses(self) -> list[str]:
-        return [*self.servers, *self.resolvers, *self.agents]
+        return [*self.servers, *self.resolvers, *self.agents, *self.registry_nodes,
+                *self.registry_agents]
 
 
-def check_supported(plan: RunPlan, engine: str) -> None:
-    """These engines run ToolDNS schemes; HTTP-registry schemes, fault schedules and the
-    dense scorer are refused clearly."""
-    if getattr(plan, "registry", None) is not None:
-        raise ScenarioError(f"schemes: scheme {plan.scheme!r} is an HTTP-registry scheme; the "
-                            f"{engine} engine runs ToolDNS schemes only (use simpy or live)")
-    if plan.hierarchy.scorer_name == "dense":
-        raise ScenarioError(f"namespace.scorer: the dense scorer runs on the simpy and live "
-                            f"engines; the {engine} engine would load the sentence model in "
-                            f"every host process (use simpy or live)")
-    if getattr(plan, "faults", None) is not None:
-        raise ScenarioError(f"faults: fault schedules run on the simpy and live engines; the "
-                            f"{engine} engine does not apply them (remove faults: or change "
-                            f"the engine)")
+@dataclass
+class _ChurnView:
+    """What :class:`sim.build.churn.ChurnSchedule` changes in one part: its servers (a
+    :class:`HostPart` has their ``servers`` and ``zone_of``) and the registry, if its
+    replicas are served here."""
+
+    scheme: str
+    hierarchy: HostPart
+    registry: RegistrySetup | None
+    agent_order: list[str]
+
+
+def plan_addresses(plan: RunPlan) -> list[str]:
+    """Every node address of a plan's run: servers, resolvers, agents, registry replicas."""
+    regs = ([registry_address(i) for i in range(plan.registry_replicas)]
+            if plan.registry is not None else [])
+    return [*plan.hierarchy.servers, *plan.resolvers, *plan.agents, *regs]
+
+
+def _part(plan: RunPlan, name: str, ips: list[str], node_index: dict[str, int],
+          emulate: bool, number: int) -> HostPart:
+    chosen = set(ips)
+    registry = plan.registry
+    agents: dict[str, DnsAgent] = {}
+    http: dict[str, RegistryAgent] = {}
+    if registry is None:
+        agents = {ip: a for ip, a in plan.dns_agents().items() if ip in chosen}
+    else:
+        http = {ip: a for ip, a in plan.registry_agents().items() if ip in chosen}
+    served = set(agents) | set(http)
+    jobs = [j for j in plan.jobs if plan.agent_order[j.agent] in served]
+    servers = {ip: s for ip, s in plan.hierarchy.servers.items() if ip in chosen}
+    return HostPart(
+        name=name, seed=plan.seed, scheme=plan.scheme, servers=servers,
+        resolvers={ip: r for ip, r in plan.resolvers.items() if ip in chosen},
+        agents=agents, agent_order=list(plan.agent_order), role_of=dict(plan.role_of),
+        path=plan.path, jobs=jobs, requests={j.index: plan.requests[j.index] for j in jobs},
+        node_index=node_index,
+        zone_of={ip: z for ip, z in plan.hierarchy.zone_of.items() if ip in servers},
+        warm_services=plan.warm_services, closed_loop=plan.closed_loop,
+        dns_port=plan.dns_port, emulate=emulate, number=number, faults=plan.faults,
+        churn=plan.churn, dot=plan.dot, registry=registry,
+        registry_nodes=(replica_nodes(registry, plan.registry_replicas, ips, registry_address)
+                        if registry is not None else {}),
+        registry_agents=http, registry_replicas=plan.registry_replicas,
+        registry_time=plan.registry_time, tls=plan.tls)
 
 
 def split_plan(plan: RunPlan, groups: list[tuple[str, list[str]]],
                emulate: bool = True) -> list[HostPart]:
-    """One :class:`HostPart` per (name, addresses) group; every node in exactly one group."""
-    everything = [*plan.hierarchy.servers, *plan.resolvers, *plan.agents]
+    """One :class:`HostPart` per (name, addresses) group; every node in exactly one group.
+    The parts share the plan's objects until pickled (each process then has its own)."""
+    everything = plan_addresses(plan)
     seen = [ip for _, ips in groups for ip in ips]
     if sorted(seen) != sorted(everything):
         raise ValueError("split_plan: groups must cover every node of the plan exactly once")
     node_index = {ip: i for i, ip in enumerate(sorted(everything))}
-    parts = []
-    for name, ips in groups:
-        chosen = set(ips)
-        agents = {ip: a for ip, a in plan.dns_agents().items() if ip in chosen}
-        jobs = [j for j in plan.jobs if plan.agent_order[j.agent] in agents]
-        parts.append(HostPart(
-            name=name, seed=plan.seed,
-            servers={ip: s for ip, s in plan.hierarchy.servers.items() if ip in chosen},
-            resolvers={ip: r for ip, r in plan.resolvers.items() if ip in chosen},
-            agents=agents, agent_order=list(plan.agent_order), role_of=dict(plan.role_of),
-            path=plan.path, jobs=jobs, requests={j.index: plan.requests[j.index] for j in jobs},
-            node_index=node_index, warm_services=plan.warm_services,
-            closed_loop=plan.closed_loop, dns_port=plan.dns_port, emulate=emulate))
-    return parts
+    return [_part(plan, name, ips, node_index, emulate, i)
+            for i, (name, ips) in enumerate(groups)]
+
+
+def whole_plan(plan: RunPlan) -> HostPart:
+    """The whole plan as one part (the live engine: one process, the plan's own objects)."""
+    return split_plan(plan, [("live", plan_addresses(plan))])[0]
 
 
 def quiet_process() -> None:
@@ -122,18 +188,26 @@ def quiet_process() -> None:
 
 @dataclass
 class HostOutput:
-    """A host's :class:`EngineOutput` piece plus the state of its servers' counters."""
+    """A host's :class:`EngineOutput` piece plus the state its copies of the plan's objects
+    gathered (the driver's plan holds the originals: :func:`merge_outputs` folds it in)."""
 
     output: EngineOutput
     server_stats: dict[str, ServerStats] = field(default_factory=dict)
+    fault_origin: float = float("inf")  # node time of workload time 0 (FaultPlan.start)
+    fault_drops: dict[str, int] = field(default_factory=dict)
+    fault_first_rx: dict[tuple[int, str], float] = field(default_factory=dict)
+    churn_applied: dict[int, float] = field(default_factory=dict)
+    sessions: dict[str, dict[int, JobInfo]] = field(default_factory=dict)  # agent -> jobs
+    registry_stats: dict[str, dict[str, int]] = field(default_factory=dict)  # server, app
+    model_loads: int = 0  # times this process loaded the sentence model (dense: should be 0)
 
 
 def merge_outputs(plan: RunPlan, pieces: list[HostOutput], origin: float = 0.0) -> EngineOutput:
-    """Sum the pieces into one output; copy server counters back into the plan's nodes.
-    ``origin`` is the wall-clock time of node time zero (for aligning captures)."""
+    """Sum the pieces into one output and fold each process's state back into the plan's
+    nodes (server counters, fault drops and recoveries, churn times, session records,
+    registry counters). ``origin`` is the wall-clock time of node time zero (captures)."""
     out = EngineOutput()
-    if hasattr(out, "clock_offset"):
-        out.clock_offset = origin
+    out.clock_offset = origin
     for piece in pieces:
         p = piece.output
         out.stubs.extend(p.stubs)
@@ -145,45 +219,103 @@ def merge_outputs(plan: RunPlan, pieces: list[HostOutput], origin: float = 0.0) 
                 out.count(ip, k, v)
         out.schedule_error.extend(p.schedule_error)
         out.lost += p.lost
-        if hasattr(p, "flows"):  # connection ids of captured flows (live adapters)
-            out.flows.update(p.flows)
+        out.flows.update(p.flows)
+        out.pcaps.extend(p.pcaps)
         out.warm_time = max(out.warm_time, p.warm_time)
         out.end_time = max(out.end_time, p.end_time)
         for ip, stats in piece.server_stats.items():
             plan.hierarchy.servers[ip].stats = stats
+        if plan.faults is not None:
+            plan.faults.origin = min(plan.faults.origin, piece.fault_origin)
+            plan.faults.drops.update(piece.fault_drops)
+            first = plan.faults.first_rx
+            for iv_node, t in piece.fault_first_rx.items():
+                first[iv_node] = min(t, first.get(iv_node, t))
+        if plan.churn is not None:
+            applied = plan.churn.applied.setdefault(plan.scheme, {})
+            for index, t in piece.churn_applied.items():
+                applied[index] = min(t, applied.get(index, t))
+        for ip, info in piece.sessions.items():
+            agent = plan.agents[ip]
+            assert isinstance(agent, SessionAgent)  # only session agents report jobs
+            agent.info.update(info)
+        if plan.registry is not None and piece.registry_stats:
+            server = plan.registry.server
+            server.stats.update(piece.registry_stats["server"])
+            app = server.app
+            app.stats.update(piece.registry_stats["app"])  # type: ignore[attr-defined]
+    if plan.hierarchy.scorer_name == "dense":  # the vectors were shipped: none should load
+        out.model_loads = sum(piece.model_loads for piece in pieces)
     out.stubs.sort(key=lambda js: js[0].index)
     return out
 
 
 class NodeHost:
-    """Serves a :class:`HostPart` in the running asyncio loop (see the module docstring)."""
+    """Serves a :class:`HostPart` in the running asyncio loop (see the module docstring).
+    ``sink``: the plan's record writer, when the whole run is in this process (live)."""
 
-    def __init__(self, part: HostPart) -> None:
+    def __init__(self, part: HostPart, sink: StubSink | None = None) -> None:
         self.part = part
-        self.out = EngineOutput()
+        self.out = EngineOutput(on_stub=sink)
         self.origin = 0.0
+        self.t0 = 0.0  # node time of workload time 0
         self.finished: dict[int, asyncio.Future] = {}
+        mine = set(part.addresses)
         self._rngs = {ip: np.random.default_rng([part.seed, 1, i])
-                      for ip, i in part.node_index.items() if ip in set(part.addresses)}
+                      for ip, i in part.node_index.items() if ip in mine}
         self.servers: list[ServerEndpoint] = []
         self.resolvers: dict[str, NodeEndpoint] = {}
         self.agents: dict[str, NodeEndpoint] = {}
+        self.replicas: RegistryReplicas | None = None
+        self.clients: RegistryClients | None = None
+        self._agent_index = {ip: i for i, ip in enumerate(part.agent_order)}
+        self._loads = model_loads()  # the process may be reused (Ray actors)
+        self._hung_up = False
+
+    def node_now(self) -> float:
+        return asyncio.get_running_loop().time() - self.origin
+
+    def _draw(self, src: str, dst: str, size: int) -> float | None:
+        part = self.part
+        rng = self._rngs.get(src) or self._rngs.setdefault(
+            src, np.random.default_rng([part.seed, 1, part.node_index[src]]))
+        return part.path.one_way(part.role_of[src], part.role_of[dst], size, rng)
 
     def shaper(self, src: str, dst: str, size: int) -> float | None:
+        """A datagram's (or DNS-over-TCP/TLS segment's) fate: its delay, None if lost."""
         out, part = self.out, self.part
         out.count(src, "tx_packets")
         out.count(src, "tx_bytes", size)
-        if part.emulate:
-            delay = part.path.one_way(part.role_of[src], part.role_of[dst], size,
-                                      self._rngs[src])
-        else:
-            delay = 0.0
+        delay = self._draw(src, dst, size) if part.emulate else 0.0
+        if part.faults is not None:  # a crashed node neither sends nor receives
+            delay = part.faults.fate(src, dst, self.node_now(), delay)
         if delay is None:
             out.lost += 1
         else:
             out.count(dst, "rx_packets")
             out.count(dst, "rx_bytes", size)
         return delay
+
+    def segment(self, src: str, dst: str, size: int) -> float:
+        """A registry connection's segment: its delay, a lost one costing its retransmission
+        timeout (crashed replicas refuse or reset for real, in :class:`RegistryReplicas`)."""
+        out, part, faults = self.out, self.part, self.part.faults
+        out.count(src, "tx_packets")
+        out.count(src, "tx_bytes", size)
+        emulate = part.emulate
+        total = 0.0
+        d = self._draw(src, dst, size) if emulate else 0.0
+        if faults is not None:
+            d = faults.fate(src, dst, self.node_now(), d, crashes=False)
+        while d is None:
+            out.lost += 1
+            total += RTO
+            d = self._draw(src, dst, size) if emulate else 0.0
+            if faults is not None and total <= 60.0:
+                d = faults.fate(src, dst, self.node_now() + total, d, crashes=False)
+        out.count(dst, "rx_packets")
+        out.count(dst, "rx_bytes", size)
+        return total + d
 
     @property
     def endpoints(self) -> list[ServerEndpoint | NodeEndpoint]:
@@ -192,23 +324,75 @@ class NodeHost:
     # -- phases --------------------------------------------------------------------
 
     async def start(self) -> int:
-        """Bind every socket of the part; returns the number of nodes served."""
+        """Bind every socket of the part; returns the number of nodes served. Servers
+        compute every reply (no reply memo): in wall-clock time their work is measured."""
         raise_fd_limit()
         loop = asyncio.get_running_loop()
         part, origin = self.part, loop.time()
-        for server in part.servers.values():  # wall-clock time: every reply computed
+        self.origin = origin
+        if part.registry is not None:
+            return await self._start_registry()
+        for server in part.servers.values():
             server.reply_memo = None
         self.servers = [ServerEndpoint(s, (ip, part.dns_port), self.shaper, origin)
                         for ip, s in part.servers.items()]
         self.resolvers = {ip: NodeEndpoint(node, (ip, part.dns_port), ip, origin, self.shaper,
                                            on_done=self.out.add_walks)
                           for ip, node in part.resolvers.items()}
+        if part.dot is not None:
+            self._dot_endpoints(part.dot)
         self.agents = {ip: NodeEndpoint(node, None, ip, origin, self.shaper,
-                                        on_done=self._on_stub)
+                                        on_done=self._on_stubs)
                        for ip, node in part.agents.items()}
         for endpoint in self.endpoints:
             await endpoint.start()
         return len(self.endpoints)
+
+    def _dot_endpoints(self, dot: DotSetup) -> None:
+        """Give every server a DNS-over-TLS listener and every resolver its connections."""
+        part, out = self.part, self.out
+        server_ctx = dot.server_context() if self.servers else None
+        client_ctx = dot.client_context() if self.resolvers else None
+        for server in self.servers:
+            server.tls, server.tls_port = server_ctx, dot_port(part.dns_port)
+        # connection numbers, unique over the run's resolvers (one block per part)
+        numbers = itertools.count(part.number * DOT_NUMBERS + 1)
+        for ip, endpoint in self.resolvers.items():
+            def count(key: str, ip: str = ip, endpoint: NodeEndpoint = endpoint) -> None:
+                endpoint.count(key)
+                out.count(ip, key)  # dot_opened / dot_closed: the run's replay summary
+
+            def deliver(d: bytes, s: tuple[str, int], endpoint: NodeEndpoint = endpoint) -> None:
+                endpoint._receive(d, s, "tls")
+
+            assert client_ctx is not None
+            endpoint.dot = DotUpstream(
+                ip, client_ctx, deliver, count, endpoint.shaper, dot.idle,
+                dot.max_connections, numbers, dot.sizes, out.flows)
+
+    async def _start_registry(self) -> int:
+        part = self.part
+        reg = part.registry
+        assert reg is not None
+        tls = part.tls is not None
+        self.replicas = RegistryReplicas(
+            reg, part.registry_nodes, tls, self.node_now,
+            lambda host, peer, n: self.segment(host, peer, self._wire(n)),
+            search=part.registry_time)
+        await self.replicas.start()
+        if part.registry_agents:
+            self.clients = RegistryClients(
+                part.registry_agents, (reg.address, reg.port), part.registry_replicas,
+                self._agent_index, part.tls, reg.client_context() if tls else None,
+                self.segment, self.node_now, lambda: self.origin, self._on_result,
+                self.out.flows)
+        return len(part.registry_nodes) + len(part.registry_agents)
+
+    def _wire(self, payload: int) -> int:
+        from sim.accounting import IPV4, TCP_TS
+
+        tls = self.part.tls
+        return IPV4 + TCP_TS + (tls.records(payload) if tls is not None else payload)
 
     def _loop_time_of(self, wall: float) -> float:
         """The running loop's clock reading at wall-clock time ``wall``."""
@@ -228,40 +412,76 @@ class NodeHost:
             self.out.warm_time = asyncio.get_running_loop().time() - self.origin
         return self.out.warm_time
 
-    def _on_stub(self, done: list[StubResult]) -> None:
+    def _done(self, job: Job, result: StubResult | RegistryResult) -> None:
+        self.out.add_stub(job, result)
+        fut = self.finished.get(job.index)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _on_stubs(self, done: list[StubResult]) -> None:
         for stub in done:
             job = stub.tag
             assert isinstance(job, Job)  # the tag replay() asked with
-            self.out.stubs.append((job, stub))
-            fut = self.finished.get(job.index)
-            if fut is not None and not fut.done():
-                fut.set_result(None)
+            self._done(job, stub)
+
+    def _on_result(self, result: RegistryResult) -> None:
+        job = result.tag
+        assert isinstance(job, Job)  # the tag replay() asked with
+        self._done(job, result)
+
+    def _ask(self, job: Job) -> None:
+        part = self.part
+        ip = part.agent_order[job.agent]
+        now = self.node_now()
+        if job.at is not None:
+            self.out.schedule_error.append(now - (self.t0 + job.at))
+        if self.clients is not None:
+            part.registry_agents[ip].ask(job, part.requests[job.index], now)
+            self.clients.pump(ip)
+        else:
+            part.agents[ip].ask(job, part.requests[job.index], now)
+            self.agents[ip].pump()
+
+    def _schedule(self, start: float) -> None:
+        """Faults and churn at their workload times (workload time 0 = loop time
+        ``start``): the fault plan's clock, registry replicas' crashes and restarts, and
+        each tool change applied to this part's servers (or registry) when it is due."""
+        part, loop = self.part, asyncio.get_running_loop()
+        if part.faults is not None:
+            part.faults.start(self.t0)
+            if self.replicas is not None:
+                for host in part.registry_nodes:
+                    for down, up in part.faults.down_events({host}):
+                        loop.call_at(start + down, self.replicas.crash, host)
+                        if up != float("inf"):
+                            loop.call_at(start + up, self.replicas.restart, host)
+        if part.churn is not None:
+            view = _ChurnView(part.scheme, part,
+                              part.registry if part.registry_nodes else None,
+                              part.agent_order)
+
+            def apply_now(apply: Callable[[float], None]) -> None:
+                apply(self.node_now())
+
+            for at, apply in part.churn.timeline(view):  # before a probe due then
+                call_precisely(start + at - loop.time(), apply_now, apply)
 
     async def replay(self, t0_wall: float) -> int:
         """Replay this host's jobs, job times counted from wall-clock ``t0_wall``; returns
         the number completed."""
         loop = asyncio.get_running_loop()
         part = self.part
+        start = self._loop_time_of(t0_wall)
+        self.t0 = start - self.origin
+        self._schedule(start)
         if not part.jobs:
             return 0
-        start = self._loop_time_of(t0_wall)
-        t0 = start - self.origin
         for job in part.jobs:
             self.finished[job.index] = loop.create_future()
-
-        def ask(job: Job) -> None:
-            ip = part.agent_order[job.agent]
-            endpoint = self.agents[ip]
-            now = endpoint.now()
-            if job.at is not None:
-                self.out.schedule_error.append(now - (t0 + job.at))
-            part.agents[ip].ask(job, part.requests[job.index], now)
-            endpoint.pump()
-
         if part.closed_loop:
             async def agent_loop(jobs: list[Job]) -> None:
                 for job in jobs:
-                    ask(job)
+                    self._ask(job)
                     await self.finished[job.index]
                     if job.think:
                         await asyncio.sleep(job.think)
@@ -274,18 +494,50 @@ class NodeHost:
         else:
             for job in part.jobs:
                 assert job.at is not None  # open loop: every job has its time
-                call_precisely(start + job.at - loop.time(), ask, job)
+                call_precisely(start + job.at - loop.time(), self._ask, job)
             last = max((j.at for j in part.jobs if j.at is not None), default=0.0)
             await asyncio.wait(list(self.finished.values()),
                                timeout=max(0.0, start - loop.time()) + last + DRAIN_TIMEOUT)
         self.out.end_time = loop.time() - self.origin
         return sum(f.done() for f in self.finished.values())
 
+    async def hang_up(self) -> None:
+        """Close the connections this host's clients opened (resolvers' DNS over TLS, HTTP
+        agents'), before any host closes its servers: a connection is then counted as
+        closed by its client, as in one process, not as lost to a closing server."""
+        if self._hung_up:
+            return
+        self._hung_up = True
+        for endpoint in self.resolvers.values():
+            if endpoint.dot is not None:
+                endpoint.dot.close()
+        if self.clients is not None:
+            await self.clients.close()
+
     async def finish(self) -> HostOutput:
         """Collect late walks, close every socket, return this host's piece."""
-        for ip in self.resolvers:
-            self.out.add_walks(self.part.resolvers[ip].pop_results())
+        part = self.part
+        for ip in self.resolvers:  # walks that finished after their stub answer went out
+            self.out.add_walks(part.resolvers[ip].pop_results())
+        await self.hang_up()
+        if self.replicas is not None:
+            self.replicas.close()
         for endpoint in self.endpoints:
             endpoint.close()
         await asyncio.sleep(0)
-        return HostOutput(self.out, {ip: s.stats for ip, s in self.part.servers.items()})
+        piece = HostOutput(self.out, {ip: s.stats for ip, s in part.servers.items()},
+                           model_loads=model_loads() - self._loads)
+        if part.faults is not None:
+            piece.fault_origin = part.faults.origin
+            piece.fault_drops = dict(part.faults.drops)
+            piece.fault_first_rx = dict(part.faults.first_rx)
+        if part.churn is not None:
+            piece.churn_applied = dict(part.churn.applied.get(part.scheme, {}))
+        piece.sessions = {ip: a.info for ip, a in part.agents.items()
+                          if isinstance(a, SessionAgent)}
+        reg = part.registry
+        if reg is not None and reg.server in part.registry_nodes.values():
+            app = reg.server.app
+            piece.registry_stats = {"server": dict(reg.server.stats),
+                                    "app": dict(app.stats)}  # type: ignore[attr-defined]
+        return piece

@@ -9,7 +9,11 @@ live engine does. Placement of servers (``engine_options.ray.placement``):
 * ``org`` — one actor per organisation (public zones together);
 * ``count`` — zones packed ``zones_per_actor`` to an actor, in zone order;
 
-resolvers share one actor and agents are spread over ``agent_actors`` actors. The driver
+resolvers share one actor, the replicas of an HTTP registry another, and agents are spread
+over ``agent_actors`` actors. Every actor serves its part with
+:class:`sim.engines.nodehost.NodeHost`, so everything the live engine runs (registries, DNS
+over TLS, fault schedules, churn, sessions, the dense scorer with shipped vectors) runs
+here; a capture (``--capture``) records the actors' loopback traffic as on live. The driver
 calls the phases on every actor in order (start, shared time origin, warming, replay,
 finish) and merges the pieces into one :class:`sim.engines.base.EngineOutput`, so the runner
 writes the same records as for every other engine.
@@ -28,17 +32,18 @@ import os
 import time
 from typing import Any
 
+from sim.build.faults import registry_address
 from sim.build.runplan import RunPlan
 from sim.engines.base import EngineOutput
 from sim.engines.nodehost import (
     HostOutput,
     HostPart,
     NodeHost,
-    check_supported,
     merge_outputs,
     quiet_process,
     split_plan,
 )
+from sim.engines.vectors import ship_intent_vectors
 from sim.scenario import RaySpec
 
 START_MARGIN = 0.05  # seconds between the driver's start call and job time zero
@@ -74,6 +79,8 @@ def group_nodes(plan: RunPlan, spec: RaySpec) -> list[tuple[str, list[str]]]:
             key = m["role"] if spec.placement == "level" else (m["org"] or "public")
             groups.setdefault(f"{spec.placement}-{key}", []).append(ip)
     out = list(groups.items())
+    if plan.registry is not None:
+        out.append(("registry", [registry_address(i) for i in range(plan.registry_replicas)]))
     if plan.resolvers:
         out.append(("resolvers", list(plan.resolvers)))
     n = max(1, min(spec.agent_actors, len(plan.agent_order)))
@@ -132,6 +139,10 @@ def _actor_class(ray: Any) -> Any:
             assert self.host is not None
             return await self.host.replay(t0_wall)
 
+        async def hang_up(self) -> None:
+            assert self.host is not None
+            await self.host.hang_up()
+
         async def finish(self) -> HostOutput:
             assert self.host is not None
             host, self.host = self.host, None
@@ -156,11 +167,11 @@ def actors_for(ray: Any, n: int) -> list[Any]:
 
 
 def run_ray(plan: RunPlan) -> EngineOutput:
-    check_supported(plan, "ray")
     options = plan.engine_options or {}
     spec = options.get("ray") if isinstance(options, dict) else None
     spec = spec if isinstance(spec, RaySpec) else RaySpec.model_validate(spec or {})
     ray = ensure_ray(spec.address)
+    ship_intent_vectors(plan)  # dense: the hosts look vectors up, none loads the model
     parts = split_plan(plan, group_nodes(plan, spec))
     actors = actors_for(ray, len(parts))
     try:
@@ -170,6 +181,7 @@ def run_ray(plan: RunPlan) -> EngineOutput:
         ray.get([a.set_origin.remote(origin) for a in actors])
         ray.get([a.warm.remote() for a in actors])
         ray.get([a.replay.remote(time.time() + START_MARGIN) for a in actors])
+        ray.get([a.hang_up.remote() for a in actors])
         pieces = ray.get([a.finish.remote() for a in actors])
     except BaseException:  # an actor in an unknown state is not reused
         for a in actors:

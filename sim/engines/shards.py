@@ -52,6 +52,36 @@ server queueing (a shard's servers see only its queries), server packet-cache hi
 shard), warming (each shard starts its workload when its own resolvers are warm) and
 whatever follows from these (latency; with loss or timeouts, retries and the walks they
 change).
+
+DNS over TLS to the servers (``schemes[].upstream: tls``). A resolver's connection table
+(:class:`sim.sockets.dotpool.DotPool`) lives with the resolver in its shard; the exchanges
+carry their connection number and whether they opened it (``Step.conn``, ``opened``) and
+the resolvers' ``dot_opened``/``dot_closed`` counters are load counters, so the packed
+piece loses nothing. What broke was the numbering: each shard's engine numbers connections
+from 1, and the records' per-connection ACK accounting (:func:`sim.accounting.dot_acks` in
+the recorder's :class:`~sim.accounting.DotModel`) groups the merged exchanges by number,
+so two shards' connections were one and their pure ACKs wrong. Each shard renumbers its
+connections into its own residue class (:func:`renumber_connections`). With ``shard_by:
+resolver``, connections opened and closed, handshakes, and per exchange the bytes and
+packets with their ACKs are the one-process run's as long as the exchanges' times are
+(the ACK rules compare gaps with the 40 ms delayed-ACK timer, idleness with
+``upstream_idle``): on constant link delays they are, but for server queueing (a shard's
+servers see only its queries: microseconds, which move a decision only at its
+threshold); with random delays they follow the shard's delay draws, like latency. With
+``shard_by: agent`` every copy of a resolver has its own connection table (like its
+caches): each copy opens its own connections (``dot_opened``/``dot_closed`` are summed
+over the copies, more than one process opens) and the exchanges that open them pay
+handshakes one process would not: approximated, even with caches off.
+
+Agent sessions (``agents.session``). Each agent, its session and its jobs are in one shard
+(both partitions); its per-job state (``SessionAgent.info``: hits, evictions, guard trips,
+fallbacks, tools in context) comes back in the piece (``ShardOutput.sessions``) and is
+merged into the driver's plan's agents before the piece's discoveries, so the records'
+session columns and the summary's session block come out of the runner unchanged. A
+session sees only its own agent's discoveries: exact whenever their answers are (as
+above; ``shard_by: agent`` with resolver caches off), except that TTL and guard-period
+evictions follow the shard's clock (the one-process times on constant delays, but for
+server queueing). The registry fallback runs in process, per call, its cost modelled.
 """
 
 from __future__ import annotations
@@ -64,7 +94,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodes.agent.session import JobInfo, SessionAgent
 from nodes.registry.base import Routes
+from nodes.resolver.types import DiscoveryResult
 from sim.build.hierarchy import Hierarchy
 from sim.build.registries import RegistrySetup
 from sim.build.runplan import RunPlan
@@ -84,7 +116,9 @@ TIMES = ("server_time", "server_semantic_time", "resolver_time", "resolver_stub_
 @dataclass
 class ShardOutput:
     """What one shard sends back: its engine output and what its nodes counted during the
-    run (server and registry counters as increments; fault bookkeeping)."""
+    run (server and registry counters as increments; fault bookkeeping), and what its
+    session agents did per job (``agents.session``: agent address -> job index ->
+    :class:`JobInfo`, the records' session columns)."""
 
     shard: int
     output: EngineOutput
@@ -93,6 +127,7 @@ class ShardOutput:
     fault_origin: float | None = None
     fault_drops: Counter[str] = field(default_factory=Counter)
     fault_first_rx: dict[tuple[int, str], float] = field(default_factory=dict)
+    sessions: dict[str, dict[int, JobInfo]] = field(default_factory=dict)
     cpu_s: float = 0.0  # the shard's CPU and wall time in run_simpy (not in any result file)
     wall_s: float = 0.0
     node: str = ""  # the Ray node it ran on ("" in the driver's process)
@@ -216,6 +251,11 @@ class ShardState:
         output = run_simpy(plan)
         result = ShardOutput(shard, output, cpu_s=time.process_time() - cpu,
                              wall_s=time.perf_counter() - wall)
+        if plan.dot is not None:  # DNS over TLS: connection numbers unique over the shards
+            renumber_connections(output, shard, workers)
+        for ip, agent in plan.agents.items():  # the session layer's per-job state
+            if isinstance(agent, SessionAgent):
+                result.sessions[ip] = agent.info
         for ip, server in servers.items():
             delta = _delta(server.stats.counts, before[ip])
             if any(delta.values()):
@@ -229,6 +269,26 @@ class ShardState:
             result.fault_drops = Counter(faults.drops)
             result.fault_first_rx = dict(faults.first_rx)
         return result
+
+
+def renumber_connections(output: EngineOutput, shard: int, workers: int) -> None:
+    """Make a shard's DNS-over-TLS connection numbers unique over the run (in place).
+
+    Every shard's engine numbers its resolvers' connections from 1, and the records'
+    accounting (:func:`sim.accounting.dot_acks`, the recorder's
+    :class:`~sim.accounting.DotModel`) groups the merged output's exchanges by that number:
+    two shards' connections under one number would be one connection to it, and their
+    pure ACKs (the gap to the next exchange on the connection, pipelined queries) wrong.
+    Connection ``n`` of shard ``s`` of ``w`` becomes ``(n - 1) * w + s + 1``."""
+    seen: set[int] = set()
+    walks: list[DiscoveryResult] = [*output.warmups]
+    for ws in output.walks.values():
+        walks.extend(ws)
+    for walk in walks:
+        for step in walk.steps:
+            if step.conn and id(step) not in seen:
+                seen.add(id(step))
+                step.conn = (step.conn - 1) * workers + shard + 1
 
 
 def _registry_counters(reg: RegistrySetup) -> tuple[Counter[str], Counter[str]]:
@@ -260,7 +320,7 @@ class _Pickler(pickle.Pickler):
 
         self.fields: dict[type, tuple[str, ...]] = {}
         for cls in (Step, Endpoint, Discovery, DiscoveryResult, StubResult, HttpStep,
-                    RegistryResult, Job, Query):
+                    RegistryResult, Job, Query, JobInfo):
             fields = dataclasses.fields(cls)
             assert all(f.init for f in fields), cls  # rebuilt by calling the class
             self.fields[cls] = tuple(f.name for f in fields)
@@ -292,9 +352,10 @@ class ShardMerge:
     """One :class:`EngineOutput` fed from the shards' pieces as they arrive.
 
     A piece is fed once every lower-numbered shard has been (so the output's lists are in
-    shard order, whatever the arrival order) and then dropped: walks first (a stub's
-    walks are in its own shard), then stubs, load counters, schedule errors; servers',
-    registry's and fault plan's counters are added into the driver's ``plan``."""
+    shard order, whatever the arrival order) and then dropped: the session agents' per-job
+    state into the driver's agents (``SessionAgent.info``, which a record reads), walks
+    (a stub's walks are in its own shard), then stubs, load counters, schedule errors;
+    servers', registry's and fault plan's counters are added into the driver's ``plan``."""
 
     def __init__(self, plan: RunPlan, workers: int) -> None:
         self.plan, self.workers = plan, workers
@@ -317,6 +378,12 @@ class ShardMerge:
     def _feed(self, piece: ShardOutput) -> None:
         out, p = self.out, piece.output
         self.nodes[piece.shard] = piece.node
+        plan = self.plan
+        # the sessions' per-job state first: a record made as its discovery is fed reads it
+        for ip, info in piece.sessions.items():  # each agent runs in one shard
+            agent = plan.agents.get(ip)
+            if isinstance(agent, SessionAgent):
+                agent.info.update(info)
         out.add_walks(p.warmups)
         for walks in p.walks.values():
             out.add_walks(walks)
@@ -329,7 +396,6 @@ class ShardMerge:
         out.lost += p.lost
         out.warm_time = max(out.warm_time, p.warm_time)
         out.end_time = max(out.end_time, p.end_time)
-        plan = self.plan
         servers = plan.hierarchy.servers
         for ip, delta in piece.server_stats.items():
             servers[ip].stats.counts.update(delta)

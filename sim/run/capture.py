@@ -36,6 +36,8 @@ from sim.engines.base import EngineOutput
 from sim.run.records import stub_walks
 from sim.schemes import SchemeSpec
 
+LINKTYPE_RAW = 101  # pcap link type of packets that begin with their IP header
+
 #: one scheme's run as a capture sees it: scheme, plan, output, wall-clock start and end
 Window = tuple[SchemeSpec, RunPlan, EngineOutput, float, float]
 
@@ -266,3 +268,41 @@ def compare_capture(df: pd.DataFrame, pcap: Path, windows: list[Window], tool: s
     for name, parts in cols.items():
         df[name] = pd.concat(parts) if parts else 0
     return df, report
+
+
+def merge_pcaps(base: Path, extra: list[str]) -> Path:
+    """Fold pcaps an engine recorded itself (Mininet: one per host namespace, ``tcpdump -i
+    any``) into the run's capture ``base``, in time order, as raw IPv4 packets (the files'
+    link layers differ: loopback Ethernet, Linux cooked capture); the engine's files are
+    removed. ``base`` is left untouched when there is nothing to fold in."""
+    files = [Path(p) for p in extra if Path(p).exists()]
+    if not files:
+        return base
+    from scapy.layers.inet import IP
+    from scapy.utils import PcapReader, PcapWriter
+
+    packets = []
+    for path in [base, *files] if base.exists() else files:
+        with PcapReader(str(path)) as reader:
+            for pkt in reader:
+                if IP in pkt:
+                    ip = pkt[IP]
+                    ip.time = pkt.time
+                    packets.append(ip)
+    packets.sort(key=lambda p: float(p.time))
+    tmp = base.with_name(base.name + ".merging")
+    writer = PcapWriter(str(tmp), linktype=LINKTYPE_RAW, sync=False)
+    try:
+        for ip in packets:
+            writer.write(ip)
+    finally:
+        writer.close()
+    tmp.replace(base)
+    for path in files:
+        path.unlink()
+    for folder in sorted({p.parent for p in files}):  # the engine's folders, if now empty
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        with contextlib.suppress(OSError):
+            folder.parent.rmdir()
+    return base

@@ -35,17 +35,17 @@ from sim.build.hierarchy import Hierarchy
 from sim.build.namespace import build_namespace, start_zone
 from sim.build.plan import make_plan, scenario_hierarchy
 from sim.build.registries import REGISTRY_PORT
-from sim.build.runplan import RunPlan
+from sim.build.runplan import CaptureRequest, RunPlan
 from sim.build.sessions import check_session_tools
 from sim.build.trust import trust_report
 from sim.build.workload import Job, build_jobs
 from sim.engines.base import Engine, EngineOutput
-from sim.engines.catalog import EngineInfo, engine_info, engines_with
+from sim.engines.catalog import EngineInfo, Feature, engine_info, refusal
 from sim.errors import ScenarioError
 from sim.provenance import KEY as PROVENANCE
 from sim.provenance import provenance, utc_now
 from sim.run.calibrate import calibrate
-from sim.run.capture import Capture, Window, compare_capture
+from sim.run.capture import Capture, Window, compare_capture, merge_pcaps
 from sim.run.outputs import keep_finished, write_outputs
 from sim.run.recorder import Recorder
 from sim.run.records import Lookups, load_records, stub_walks
@@ -112,27 +112,32 @@ class Collected:
 
 
 def check_engine(sc: Scenario, engine: str, info: EngineInfo, capture: bool) -> None:
-    """Scenario errors of what ``engine`` cannot run (:mod:`sim.engines.catalog`)."""
+    """A ScenarioError, naming the field that asks for it, for the first feature the
+    scenario uses that ``engine`` (sharded or not) cannot run: the reason is the note of
+    its cell in the catalogue (:mod:`sim.engines.catalog`), so every refusal happens here,
+    before anything is built or run."""
     sharded = sc.engine_options.shards.workers > 1
-    if sc.workload.churn is not None and not info.churn:
-        raise ScenarioError(f"workload.churn: the {engine} engine does not apply tool "
-                            f"changes ({' and '.join(engines_with('churn'))} do)")
-    if sc.faults is not None and not info.faults:
-        raise ScenarioError(f"faults: the {engine} engine does not apply fault schedules yet "
-                            f"({' and '.join(engines_with('faults'))} do)")
-    for s in sc.dns_schemes():
-        if s.upstream != "udp" and (not info.dot or sharded):
-            raise ScenarioError(f"schemes.{s.name}.upstream: DNS over TLS to the servers runs "
-                                f"on the {' and '.join(engines_with('dot'))} engines "
-                                f"(unsharded), not {engine}"
-                                + (" with shards" if sharded else ""))
-    if sc.agents.session is not None and (not info.sessions or sharded):
-        raise ScenarioError(f"agents.session: the session layer runs on the "
-                            f"{' and '.join(engines_with('sessions'))} engines (unsharded), "
-                            f"not {engine}" + (" with shards" if info.sessions else ""))
-    if capture and not info.capture:
-        raise ScenarioError(f"--capture: packet capture needs the "
-                            f"{' or '.join(engines_with('capture'))} engine (real sockets)")
+    asked: list[tuple[Feature, str]] = []  # (feature, the field that asks for it)
+    if sharded:
+        asked.append(("shards", "engine_options.shards.workers"))
+    asked += [("registries", f"schemes.{s.name}: an HTTP-registry scheme (kind {s.kind})")
+              for s in sc.registry_schemes()]
+    asked += [("dot", f"schemes.{s.name}.upstream") for s in sc.dns_schemes()
+              if s.upstream != "udp"]
+    if sc.faults is not None:
+        asked.append(("faults", "faults"))
+    if sc.agents.session is not None:
+        asked.append(("sessions", "agents.session"))
+    if sc.workload.churn is not None:
+        asked.append(("churn", "workload.churn"))
+    if sc.namespace.scorer == "dense":
+        asked.append(("dense", "namespace.scorer"))
+    if capture:
+        asked.append(("capture", "--capture"))
+    for feature, where in asked:
+        reason = refusal(info, feature, sharded)
+        if reason is not None:
+            raise ScenarioError(f"{where}: {reason}")
 
 
 def _start_capture(sc: Scenario, out: Path, live_port: int) -> Capture:
@@ -199,6 +204,9 @@ def run_scheme(run: Run, scheme: SchemeSpec, got: Collected) -> None:
     for kind, value in got.processing.get(scheme.name, {}).items():
         setattr(plan, f"{kind}_time", value)
     plan.churn = run.churn
+    if run.sniffer is not None:  # engines whose nodes are in namespaces capture there
+        plan.capture = CaptureRequest(
+            str(run.sniffer.path.parent / ".namespaces" / scheme.name), run.sniffer.bpf)
     plan.engine_options = {"ray": sc.engine_options.ray, "mininet": sc.engine_options.mininet}
     got.tally.drop(scheme.name)
     recorder = Recorder(sc, engine, scheme, plan, run.lookups, got.spool, got.tally,
@@ -259,7 +267,7 @@ def _finish(run: Run, got: Collected, started: datetime
     if sc.agents.session is not None:
         summary["session"] = session_summary(sc, df, ns)
     if run.sniffer is not None:
-        pcap = run.sniffer.stop()
+        pcap = merge_pcaps(run.sniffer.stop(), [p for w in got.windows for p in w[2].pcaps])
         df, summary["capture"] = compare_capture(
             df, pcap, got.windows, run.sniffer.tool,
             {run.live_port, REGISTRY_PORT, dot_port(run.live_port)})

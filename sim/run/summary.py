@@ -39,6 +39,8 @@ def replay_summary(output: EngineOutput, dot: bool) -> dict:
               "completed": output.completed()}
     if output.link_emulation is not None:
         replay["link_emulation"] = output.link_emulation
+    if output.model_loads is not None:
+        replay["host_model_loads"] = output.model_loads
     if dot:
         replay.update({key: sum(c.get(key, 0) for c in output.load.values())
                        for key in ("dot_opened", "dot_closed")})

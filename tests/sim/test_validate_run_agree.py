@@ -37,8 +37,9 @@ BUILD_AND_UNITS = [
                                       ".tools'}]}\n"),
     ("churn-zone-unknown", SMALL.replace("{queries: 5}", "{queries: 5, churn: {events: [{at: "
                                          "0.1, action: add, zone: nowhere.tools.}]}}")),
-    ("faults-on-ray", SMALL + "engine: ray\nfaults: {events: [{kind: down, target: servers, "
-                              "at: 1}]}\n"),
+    ("churn-sharded", SMALL.replace("{queries: 5}", "{queries: 5, churn: {events: [{at: "
+                                    "0.1, action: add, count: 1}]}}")
+     + "engine_options: {shards: {workers: 2, shard_by: agent}}\nnetwork: {agents: 2}\n"),
     ("shards-on-live", SMALL + "engine: live\nengine_options: {shards: {workers: 2}}\n"),
     ("send-embedding-bm25", SMALL + "schemes: [{name: a, send_embedding: true}]\n"),
     ("services-leave-none", SMALL.replace("{queries: 5}", "{queries: 5, services: [a2a]}")
@@ -104,7 +105,7 @@ def test_the_build_time_messages_name_the_field(tmp_path: Path,
         "session-unknown-tool": "agents.session.always_include: no tool with id",
         "fault-selects-nothing": "faults.events.0",
         "churn-zone-unknown": "workload.churn.events.0.zone",
-        "faults-on-ray": "faults: the ray engine does not apply fault schedules",
+        "churn-sharded": "workload.churn: a sharded run does not apply tool changes",
         "shards-on-live": "engine_options.shards.workers: 2 shards run the simpy engine only",
         "send-embedding-bm25": "schemes: scheme 0 (a): send_embedding needs namespace.scorer",
         "services-leave-none": "workload: no queries left",

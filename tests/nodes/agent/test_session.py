@@ -286,8 +286,6 @@ def test_bad_session_input_is_rejected() -> None:
         tiny(scopes={})
     with pytest.raises(ScenarioError, match="always_include: no tool with id 'nope'"):
         run_scenario(tiny(always_include=["nope"]), write=False)
-    with pytest.raises(ScenarioError, match=r"agents\.session: .* not ray"):
-        run_scenario(tiny(), engine="ray", write=False)
 
 
 def test_shipped_scenario_loads() -> None:

@@ -383,7 +383,7 @@ def test_registry_tools_match_catalogue(ns) -> None:  # the fixtures build what 
 async def _serving(setup, **kwargs):
     """A live registry on its loopback address (an ephemeral port); on exit, waits (a
     while) for its connection handlers to end before closing it."""
-    from sim.engines.live import start_registry
+    from sim.sockets.registry import start_registry
 
     loop = asyncio.get_running_loop()
     origin = loop.time()

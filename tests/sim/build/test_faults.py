@@ -263,6 +263,3 @@ def test_fault_selector_naming_nothing_fails_before_running(tmp_path: Path) -> N
     assert not (tmp_path / "summary.json").exists()
 
 
-def test_engines_without_fault_support_refuse_a_fault_schedule(tmp_path: Path) -> None:
-    with pytest.raises(ScenarioError, match="ray engine does not apply fault schedules"):
-        run_scenario(outage(), engine="ray", out_dir=tmp_path)

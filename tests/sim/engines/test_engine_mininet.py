@@ -11,20 +11,11 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from sim.engines.mininet import NetemWarning, host_groups, switch_links, unavailable
+from sim.engines.mininet import NetemWarning, host_groups, switch_links
 from sim.run.runner import run_scenario
 from sim.scenario import MininetSpec
 from tests.sim.engines.cases import assert_agrees, first_plan, small
 from topologies.links import DelayModel, LinkSpec
-
-
-@pytest.fixture(scope="module")
-def mininet_ok() -> None:
-    reason = unavailable()
-    if reason is not None:
-        if os.environ.get("CI"):  # CI runs as root after .ci/setup installed Mininet
-            pytest.fail(f"Mininet must run in CI: {reason}")
-        pytest.skip(reason)
 
 
 def _leftovers() -> list[str]:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.engines.nodehost import check_supported, split_plan
+from sim.engines.nodehost import split_plan
 from sim.engines.ray import group_nodes
-from sim.errors import ScenarioError
 from sim.run.runner import run_scenario
 from sim.scenario import RaySpec
 from tests.sim.engines.cases import SAME, assert_agrees, first_plan, small
@@ -58,17 +57,6 @@ def test_parts_survive_pickling_with_identical_replies() -> None:
     src = ("127.0.53.1", 5353)
     assert shipped.handle(query.data, src, 0.0, "udp") == server.handle(query.data, src, 0.0,
                                                                          "udp")
-
-
-def test_registry_schemes_and_faults_are_refused() -> None:
-    plan = first_plan(small(), dns_port=15353)
-    plan.registry = object()  # type: ignore[attr-defined]  # what an HTTP-registry plan carries
-    with pytest.raises(ScenarioError, match="ToolDNS schemes only"):
-        check_supported(plan, "ray")
-    plan = first_plan(small(), dns_port=15353)
-    plan.faults = object()  # type: ignore[attr-defined]  # a fault schedule
-    with pytest.raises(ScenarioError, match="fault schedules"):
-        check_supported(plan, "mininet")
 
 
 @pytest.mark.live

@@ -20,8 +20,8 @@ from sim.engines.simpy import run_simpy
 from sim.errors import ScenarioError
 from sim.loading import load_scenario, resolved_yaml
 from sim.provenance import deterministic_summary
-from sim.run.records import stub_walks
-from sim.run.runner import run_scenario
+from sim.run.records import SESSION_COLUMNS, stub_walks
+from sim.run.runner import RunResult, run_scenario
 from sim.scenario import Scenario
 from tests.sim.engines.cases import SAME, first_plan, small
 
@@ -123,6 +123,76 @@ def test_sharded_runs_are_deterministic(ray_session: Any, tmp_path: Path) -> Non
     two = pd.read_csv(tmp_path / "a" / "results.csv").sort_values(["scheme", "job"])
     assert one.round_trips.tolist() == two.round_trips.tolist()
     assert one.latency_ms.round(3).tolist() != two.latency_ms.round(3).tolist()
+
+
+# DNS over TLS to the servers: one agent per resolver, A and AAAA (pipelined queries: the
+# servers' pure ACKs), few connections per resolver (LRU closes) and a short idle timeout
+# (idle closes, handshakes again), so every rule of the per-connection accounting is met
+DOT: dict[str, Any] = {"network.resolvers": 2, "network.agents": 2, "namespace.replicas": 1,
+       "namespace.aaaa": True, "workload.queries": 24, "network.processing.model": "fixed",
+       "schemes": [{"name": "tls", "k": 3, "upstream": "tls", "upstream_connections": 3},
+                   {"name": "tls-idle", "k": 3, "cache": False, "upstream": "tls",
+                    "upstream_idle": 0.2}]}
+# agent sessions: a small pool of intents (hits), few tools bound (LRU), a short TTL, a
+# guard that trips and the wider fallback; a scheme without sessions beside
+SESSION: dict[str, Any] = {"network.resolvers": 2, "network.agents": 2, "namespace.replicas": 1,
+           "workload.queries": 40, "workload.pool": 6, "network.processing.model": "fixed",
+           "schemes": [{"name": "plain", "k": 3}, {"name": "session", "k": 3}],
+           "agents.session": {"schemes": ["session"], "capacity": 4, "ttl": 1.0,
+                              "min_tools": 3, "fallback": "wider", "wider_k": 6,
+                              "guard_window": 4, "guard_max_repeats": 2}}
+
+
+def _sharded_and_one(overrides: dict, workers: int = 2) -> tuple[RunResult, RunResult]:
+    """(one-process run, the run over ``workers`` Ray shards) of ``small(**overrides)``."""
+    sc = small(**overrides)
+    one = run_scenario(sc, write=False)
+    two = run_scenario(sc.with_overrides({"engine_options.shards.workers": workers}),
+                       write=False)
+    return one, two
+
+
+def _same_records(one: pd.DataFrame, two: pd.DataFrame, columns: tuple[str, ...]) -> None:
+    key = ["scheme", "job"]
+    a = one.sort_values(key).reset_index(drop=True)
+    b = two.sort_values(key).reset_index(drop=True)
+    assert len(a) == len(b) and a.success.all()
+    for column in columns:
+        assert a[column].tolist() == b[column].tolist(), column
+
+
+@pytest.mark.ray
+def test_sharded_dns_over_tls_agrees_with_one_process(
+        ray_session: Any, pieces: list) -> None:
+    """Every shard numbers its connections from 1: merged as they come, two shards'
+    connections would be one to the records' per-connection ACK accounting."""
+    one, two = _sharded_and_one(DOT)
+    assert [sorted(s for s, _ in scheme) for scheme in pieces] == [[0, 1], [0, 1]]
+    _same_records(one.records, two.records, (*SAME, "servers_contacted", "cache_hits"))
+    for scheme in ("tls", "tls-idle"):
+        r1, r2 = one.summary["replay"][scheme], two.summary["replay"][scheme]
+        assert (r1["dot_opened"], r1["dot_closed"]) == (r2["dot_opened"], r2["dot_closed"])
+        assert r1["dot_opened"] == r1["dot_closed"] > 12  # closes by LRU or idleness
+    assert one.summary["schemes"] == two.summary["schemes"]
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("by", ["resolver", "agent"])
+def test_sharded_sessions_agree_with_one_process(
+        ray_session: Any, pieces: list, by: str) -> None:
+    """The session agents' per-job state comes back with each shard's piece: the session
+    columns and the summary's session block are the one-process run's (by agent: one
+    resolver, its caches off, so the walks are those of one process)."""
+    overrides: dict = {**SESSION, "engine_options.shards.shard_by": by}
+    if by == "agent":
+        overrides.update({"network.resolvers": 1,
+                          "schemes": [{**s, "cache": False} for s in SESSION["schemes"]]})
+    one, two = _sharded_and_one(overrides)
+    assert [sorted(s for s, _ in scheme) for scheme in pieces] == [[0, 1], [0, 1]]
+    _same_records(one.records, two.records, (*SAME, *SESSION_COLUMNS))
+    block = one.summary["session"]["schemes"]["session"]
+    assert block["hits"] > 0 and block["evictions_lru"] > 0 and block["guard_trips"] > 0
+    assert two.summary["session"] == one.summary["session"]
 
 
 def test_only_simpy_shards_and_each_shard_needs_a_resolver() -> None:

@@ -17,7 +17,6 @@ from nodes.scoring import CachedEncoder, DenseScorer, Scorer, make_scorer
 from sim.build.hierarchy import build_hierarchy
 from sim.cli.main import main
 from sim.engines.memory import MemoryNetwork
-from sim.errors import ScenarioError
 from sim.evalspec import load_eval
 from sim.loading import load_scenario
 from sim.retrieval.dataset import category_map
@@ -301,9 +300,6 @@ def test_network_scenario_walks_a_centroid_tree_of_the_catalogue(tmp_path: Path)
     assert (emb.bytes_up.to_numpy() > text.bytes_up.to_numpy() + 768).all()
     assert (emb.returned.to_numpy() == text.returned.to_numpy()).mean() >= 0.9
     assert (tmp_path / "cache" / "all-MiniLM-L6-v2.npz").exists()  # embeddings kept
-    with pytest.raises(ScenarioError, match="dense scorer runs on the simpy and live"):
-        run_scenario(sc.with_overrides({"schemes": [{"name": "t", "k": 3}]}), engine="ray",
-                     write=False)
 
 
 def test_resolver_sends_the_intent_embedding_and_dense_servers_use_it() -> None:

@@ -35,7 +35,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0 and not CI,
 @pytest.mark.live
 @pytest.mark.interop
 def test_stdlib_https_client_talks_to_live_registry(tmp_path: Path) -> None:
-    from sim.engines.live import start_registry
+    from sim.sockets.registry import start_registry
 
     ns = synthetic(n_tools=200, branching=3, depth=2, seed=2, n_orgs=1, n_queries=10)
     setup = build_registry("ans", ns, make_scorer("bm25"), seed=4, port=18443)

