@@ -238,7 +238,7 @@ class ChurnProbes(Spec):
 
 class ChurnSpec(Spec):
     """Tools added, changed and removed at leaf zones during a run, and probes measuring
-    how long each change takes to show (simpy and live engines)."""
+    how long each change takes to show (every engine; not sharded runs)."""
 
     events: tuple[ChurnEvent, ...] = Field(min_length=1, description="the changes, any "
                                            "order")

@@ -101,7 +101,7 @@ class DnsScheme(_Scheme):
         default="udp", description="tooldns: how the resolver queries the authoritative servers: "
         "UDP "
         "(TC → TCP) or DNS over TLS (RFC 7858, port 853) on persistent connections, one per "
-        "server (simpy and live engines)")
+        "server (every engine)")
     upstream_fallback: Literal["none", "tcp", "udp"] = Field(
         default="none", description="upstream tls: a server whose DNS over TLS cannot be "
         "reached: none (strict, RFC 8310: the zone's other servers over TLS, never clear "

@@ -30,7 +30,7 @@ import pandas as pd
 from analysis.files import Staging, check_output, output_dir
 from sim.accounting import dot_port
 from sim.build.churn import ChurnSchedule
-from sim.build.faults import FaultPlan, fault_report
+from sim.build.faults import FaultPlan
 from sim.build.hierarchy import Hierarchy
 from sim.build.namespace import build_namespace, start_zone
 from sim.build.plan import make_plan, scenario_hierarchy
@@ -46,6 +46,7 @@ from sim.provenance import KEY as PROVENANCE
 from sim.provenance import provenance, utc_now
 from sim.run.calibrate import calibrate
 from sim.run.capture import Capture, Window, compare_capture, merge_pcaps
+from sim.run.faultreport import fault_report
 from sim.run.outputs import keep_finished, write_outputs
 from sim.run.recorder import Recorder
 from sim.run.records import Lookups, load_records, stub_walks

@@ -30,6 +30,13 @@ def small(**overrides: object) -> Scenario:
     return sc.with_overrides({f"schemes.{i}.timeout": 5.0 for i in range(len(sc.schemes))})
 
 
+def two_schemes(sc: Scenario) -> Scenario:
+    """``sc`` with its first and third schemes: a per-server top-K walk and a global beam
+    with the servers' scores (the Ray and Mininet agreement tests; every other feature of
+    those engines is a cell of ``test_matrix.py``)."""
+    return sc.model_copy(update={"schemes": (sc.schemes[0], sc.schemes[2])})
+
+
 def first_plan(sc: Scenario, dns_port: int = 53) -> RunPlan:
     """The run plan of the scenario's first scheme."""
     ns = build_namespace(sc)

@@ -16,11 +16,12 @@ SHARDED_COLUMN = "sharded"  # the catalogue's SHARDED: a simpy run over 2 Ray wo
 
 
 def base(**overrides: Any) -> Scenario:
-    """engines-small: one closed-loop agent, no loss, 5 ms links, resolver timeouts of 5 s
-    (a reply held up by a loaded machine is not retried: every engine exchanges the same
-    messages), fixed processing (no calibration), one scheme."""
+    """engines-small on a 3-node star: one closed-loop agent, no loss, 5 ms links, resolver
+    timeouts of 5 s (a reply held up by a loaded machine is not retried: every engine
+    exchanges the same messages), fixed processing (no calibration), one scheme."""
     sc = scenario("engines-small", **{
         "network.link.delay.mean": 0.005, "network.processing.model": "fixed",
+        "network.nodes": 3,  # few sites: few Mininet host processes to start per scheme
         "workload.queries": QUERIES, "workload.pool": 8})
     return sc.model_copy(update={"schemes": sc.schemes[:1]}).with_overrides(
         {"schemes.0.timeout": 5.0, **overrides})
@@ -42,31 +43,39 @@ def cell_scenario(feature: Feature, column: str) -> Scenario:
     return sc
 
 
+#: the issue's comparison: two ToolDNS schemes, AgentDNS and ANS (plain HTTP on connections
+#: kept open, with the DNS lookup of the endpoint; HTTPS)
+COMPARISON = [{"name": "tooldns", "k": 3}, {"name": "global2", "k": 3, "beam": 2,
+                                             "search": "global"},
+              {"name": "agentdns", "kind": "agentdns", "k": 3, "keepalive": True,
+               "resolve": True},
+              {"name": "ans", "kind": "ans", "k": 3, "tls": True}]
+
+
 def _registries() -> Scenario:
-    # plain HTTP on connections kept open, with the DNS lookup of the endpoint; HTTPS
-    return base(schemes=[{"name": "agentdns", "kind": "agentdns", "k": 3, "keepalive": True,
-                          "resolve": True},
-                         {"name": "ans", "kind": "ans", "k": 3, "tls": True}])
+    return base(schemes=COMPARISON)
 
 
 def _faults() -> Scenario:
-    # Poisson arrivals over ~1.2 s of workload time; every server and the registry down
-    # from 0.4 s to 0.9 s: queries then fail (timeouts of 0.2 s, two attempts)
+    # the comparison's schemes, Poisson arrivals over ~1.2 s of workload time; replica 0 of
+    # every zone and the registry down from 0.4 s to 0.9 s: registry queries then fail,
+    # ToolDNS walks time out on replica 0 (0.2 s) and fail over to replica 1
+    dns = {"timeout": 0.2, "max_attempts": 2, "cache": False}
     return base(**{
-        "schemes": [{"name": "tooldns", "k": 3, "timeout": 0.2, "max_attempts": 2,
-                     "cache": False},
-                    {"name": "agentdns", "kind": "agentdns", "k": 3, "timeout": 0.2,
-                     "max_attempts": 2}],
+        "schemes": [{**COMPARISON[0], **dns}, {**COMPARISON[1], **dns},
+                    {**COMPARISON[2], "timeout": 0.2, "max_attempts": 2},
+                    {**COMPARISON[3], "timeout": 0.2, "max_attempts": 2}],
         "workload.queries": 24, "workload.arrival": {"process": "poisson", "rate": 20.0},
-        "faults": {"events": [{"kind": "down", "target": "servers", "at": 0.4,
+        "faults": {"events": [{"kind": "down", "target": "replica:0", "at": 0.4,
                                "duration": 0.5},
-                              {"kind": "down", "target": "registry#0", "at": 0.4,
+                              {"kind": "down", "target": "registry", "at": 0.4,
                                "duration": 0.5}],
                    "bin": 0.5, "baseline": False}})  # no fault-free second run
 
 
 def _capture() -> Scenario:
-    return base()
+    # UDP (a DNS scheme) and TCP (a registry over HTTP)
+    return base(schemes=[COMPARISON[0], COMPARISON[2]])
 
 
 def _dot() -> Scenario:

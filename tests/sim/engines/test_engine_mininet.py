@@ -14,7 +14,7 @@ import pytest
 from sim.engines.mininet import NetemWarning, host_groups, switch_links
 from sim.run.runner import run_scenario
 from sim.scenario import MininetSpec
-from tests.sim.engines.cases import assert_agrees, first_plan, small
+from tests.sim.engines.cases import assert_agrees, first_plan, small, two_schemes
 from topologies.links import DelayModel, LinkSpec
 
 
@@ -54,7 +54,7 @@ def test_switch_links_are_loop_free() -> None:
 @pytest.mark.mininet
 @pytest.mark.live
 def test_mininet_agrees_with_simpy(mininet_ok, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    sc = small()
+    sc = two_schemes(small())
     sim = run_scenario(sc, engine="simpy", out_dir=tmp_path / "sim").records
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

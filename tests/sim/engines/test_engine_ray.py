@@ -13,7 +13,7 @@ from sim.engines.nodehost import split_plan
 from sim.engines.ray import group_nodes
 from sim.run.runner import run_scenario
 from sim.scenario import RaySpec
-from tests.sim.engines.cases import SAME, assert_agrees, first_plan, small
+from tests.sim.engines.cases import SAME, assert_agrees, first_plan, small, two_schemes
 
 
 def _port() -> int:
@@ -63,8 +63,8 @@ def test_parts_survive_pickling_with_identical_replies() -> None:
 @pytest.mark.ray
 def test_ray_agrees_with_simpy(ray_session,  # type: ignore[no-untyped-def]
                                tmp_path: Path) -> None:
-    sc = small(**{"engine_options.ray.placement": "count",
-                  "engine_options.ray.zones_per_actor": 8})
+    sc = two_schemes(small(**{"engine_options.ray.placement": "count",
+                              "engine_options.ray.zones_per_actor": 8}))
     sim = run_scenario(sc, engine="simpy", out_dir=tmp_path / "sim").records
     ray = run_scenario(sc, engine="ray", out_dir=tmp_path / "ray", live_port=_port())
     assert (ray.out_dir / "summary.json").exists()

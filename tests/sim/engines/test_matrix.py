@@ -3,14 +3,19 @@ docs/engines.md).
 
 One test per (feature, engine) cell, and per feature of a sharded simpy run (column
 ``sharded``, :data:`sim.engines.catalog.SHARDED`), on the tiny scenario of the feature
-(``features.py``: 12-24 queries, one or two schemes):
+(``features.py``: 12-24 queries, one to four schemes). The registries and faults cells are
+the issue's comparison: two ToolDNS schemes, AgentDNS and ANS, the same exchanges on every
+engine; and under an outage (replica 0 of every zone and the registry down) the same
+success rates within the tolerance.
 
 * ``exact``: the engine's records equal the simulation's query by query in the columns of
   :data:`SAME` (a sharded run: the unsharded simulation's), every query answered on both;
   sessions also in the session columns; capture: the run's capture report says every UDP
-  query's captured bytes and packets equal its accounting;
+  query's captured bytes and packets equal its accounting, and a registry's TCP bytes
+  differ by whole pure ACKs at most;
 * ``statistical``: success rates per scheme within :data:`TOLERANCE` of the simulation's,
-  which the feature visibly changes (faults: some queries fail; churn: every change seen);
+  which the feature visibly changes (faults: registry queries fail, ToolDNS walks fail over;
+  churn: every change seen);
 * ``no``: ``run_scenario`` refuses it before anything runs, with the catalogue's note.
 
 The simulation's run of each feature is made once per module and shared by the cells of
@@ -134,9 +139,12 @@ def assert_statistical(sim: RunResult, got: RunResult) -> None:
 def assert_shows(feature: Feature, run: RunResult) -> None:
     """The run did use the feature (a run that ignored it would not pass)."""
     df, summary = run.records, run.summary
-    if feature == "faults":  # the outage bites: more failures than the tolerance
-        assert all(r < 1.0 - TOLERANCE for r in success_rates(df).values()), success_rates(df)
-        assert summary["faults"]["schemes"].keys() == set(df.scheme)
+    if feature == "faults":  # the outage bites: registry queries fail (more than the
+        # tolerance), ToolDNS walks time out on the down replicas and fail over
+        rates, report = success_rates(df), summary["faults"]["schemes"]
+        assert report.keys() == set(df.scheme)
+        assert all(rates[s] < 1.0 - TOLERANCE for s in ("agentdns", "ans")), rates
+        assert all(report[s]["mean_timeouts"] > 0 for s in ("tooldns", "global2")), report
         return
     if feature == "churn":  # every change became visible; probes of a removed tool fail
         assert all(r["visible"] == r["changes"] > 0
@@ -144,20 +152,29 @@ def assert_shows(feature: Feature, run: RunResult) -> None:
         df = df[df.churn_probe < 0]
     assert df.success.all(), success_rates(df)  # nothing else loses a query
     if feature == "registries":
-        assert set(df.scheme) == {"agentdns", "ans"}
+        assert set(df.scheme) == {"tooldns", "global2", "agentdns", "ans"}
     if feature == "dot":  # connections opened (and closed at the end)
         assert all(r["dot_opened"] == r["dot_closed"] > 0 for r in summary["replay"].values())
     if feature == "sessions":  # the session layer answered some intents itself
         assert df.session_hit.sum() > 0
 
 
+PURE_ACK = 52  # IP bytes of a pure TCP ACK with timestamps (20 + 32)
+
+
 def assert_captured(got: RunResult) -> None:
-    """The runner's capture report: every UDP query's captured bytes and packets are
-    its accounting's."""
+    """The runner's capture report: every query of the DNS scheme (UDP) captured exactly
+    as accounted; the registry's (TCP) within pure ACKs, which the kernel sends or merges
+    by its own timing: whatever differs is a whole number of 52-byte ACKs."""
     report = got.summary["capture"]["schemes"]
     assert report.keys() == set(got.records.scheme), got.summary["capture"]
     for scheme, r in report.items():
         assert r["queries"] == len(got.records[got.records.scheme == scheme]) > 0, scheme
+        if scheme == "agentdns":
+            extra = r["captured_packets"] - r["accounted_packets"]
+            assert r["captured_bytes"] - r["accounted_bytes"] == PURE_ACK * extra, r
+            assert abs(extra) <= r["accounted_packets"] // 4, r
+            continue
         assert r["queries_exact"] == r["queries"], (scheme, r)
         assert r["captured_bytes"] == r["accounted_bytes"], (scheme, r)
         assert r["captured_packets"] == r["accounted_packets"], (scheme, r)
