@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.loading import load_scenario  # noqa: E402
-from sim.run.runner import run_scenario  # noqa: E402
-from sim.scenario import Scenario  # noqa: E402
+from sim.loading import load_scenario
+from sim.run.runner import run_scenario
+from sim.scenario import Scenario
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "engines-compare.yaml"
 COLUMNS = ["round_trips", "bytes_up", "bytes_down", "packets_up", "packets_down"]
