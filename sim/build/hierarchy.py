@@ -176,8 +176,8 @@ class DotSetup:
         return _server_context(self.identity.cert_pem, self.identity.key_pem)
 
     def client_context(self) -> ssl.SSLContext:
-        from sim.build.registries import _client_context
-        return _client_context(self.ca.cert_pem)
+        from sim.build.registries import client_context
+        return client_context(self.ca.cert_pem)
 
 
 def dot_setup(seed: int, idle: float = 10.0,

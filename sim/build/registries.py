@@ -132,7 +132,7 @@ class RegistrySetup:
         return _server_context(self.identity.cert_pem, self.identity.key_pem)
 
     def client_context(self) -> ssl.SSLContext:
-        return _client_context(self.ca.cert_pem)
+        return client_context(self.ca.cert_pem)
 
 
 def build_registry(kind: str, ns: Namespace, scorer: Scorer, seed: int,
@@ -174,7 +174,8 @@ def _server_context(cert_pem: str, key_pem: bytes) -> ssl.SSLContext:
     return ctx
 
 
-def _client_context(ca_pem: str) -> ssl.SSLContext:
+def client_context(ca_pem: str) -> ssl.SSLContext:
+    """A TLS 1.3 client context trusting the run CA ``ca_pem`` (registries, DNS over TLS)."""
     ctx = _context(server=False)
     ctx.load_verify_locations(cadata=ca_pem)
     return ctx
@@ -206,7 +207,7 @@ def tls_sizes(cert_pem: str, key_pem: bytes, ca_pem: str,
     (``server_hostname``: the name the client asks for, SNI, as the live client does)."""
     s_in, s_out, c_in, c_out = (ssl.MemoryBIO() for _ in range(4))
     server = _server_context(cert_pem, key_pem).wrap_bio(s_in, s_out, server_side=True)
-    client = _client_context(ca_pem).wrap_bio(c_in, c_out, server_side=False,
+    client = client_context(ca_pem).wrap_bio(c_in, c_out, server_side=False,
                                               server_hostname=server_hostname)
 
     def handshake(obj: ssl.SSLObject) -> None:

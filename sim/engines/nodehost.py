@@ -49,7 +49,7 @@ from nodes.scoring import model_loads
 from sim.accounting import dot_port
 from sim.build.faults import registry_address
 from sim.build.hierarchy import DotSetup
-from sim.build.registries import RegistrySetup, TlsSizes
+from sim.build.registries import RegistrySetup, TlsSizes, client_context
 from sim.build.runplan import RunPlan, StubSink
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput
@@ -96,7 +96,10 @@ class HostPart:
     faults: FaultPlan | None = None
     churn: ChurnSchedule | None = None
     dot: DotSetup | None = None
-    # HTTP-registry schemes: the replicas served here, the HTTP agents, the run's setup
+    # HTTP-registry schemes: the registry's name (address, port) and CA certificate, on
+    # every part; its setup (with the index) only where replicas are served
+    registry_endpoint: tuple[str, int] | None = None
+    registry_ca: str = ""
     registry: RegistrySetup | None = None
     registry_nodes: dict[str, RegistryServer] = field(default_factory=dict)
     registry_agents: dict[str, RegistryAgent] = field(default_factory=dict)
@@ -123,10 +126,11 @@ class _ChurnView:
 
 
 def plan_addresses(plan: RunPlan) -> list[str]:
-    """Every node address of a plan's run: servers, resolvers, agents, registry replicas."""
-    regs = ([registry_address(i) for i in range(plan.registry_replicas)]
-            if plan.registry is not None else [])
-    return [*plan.hierarchy.servers, *plan.resolvers, *plan.agents, *regs]
+    """Every node a plan's run serves: servers, resolvers and agents of a DNS scheme; the
+    agents and registry replicas of an HTTP-registry scheme (its DNS nodes stay idle)."""
+    if plan.registry is not None:
+        return [*plan.agents, *(registry_address(i) for i in range(plan.registry_replicas))]
+    return [*plan.hierarchy.servers, *plan.resolvers, *plan.agents]
 
 
 def _part(plan: RunPlan, name: str, ips: list[str], node_index: dict[str, int],
@@ -140,6 +144,8 @@ def _part(plan: RunPlan, name: str, ips: list[str], node_index: dict[str, int],
     else:
         http = {ip: a for ip, a in plan.registry_agents().items() if ip in chosen}
     served = set(agents) | set(http)
+    replicas = (replica_nodes(registry, plan.registry_replicas, ips, registry_address)
+                if registry is not None else {})
     jobs = [j for j in plan.jobs if plan.agent_order[j.agent] in served]
     servers = {ip: s for ip, s in plan.hierarchy.servers.items() if ip in chosen}
     return HostPart(
@@ -151,9 +157,10 @@ def _part(plan: RunPlan, name: str, ips: list[str], node_index: dict[str, int],
         zone_of={ip: z for ip, z in plan.hierarchy.zone_of.items() if ip in servers},
         warm_services=plan.warm_services, closed_loop=plan.closed_loop,
         dns_port=plan.dns_port, emulate=emulate, number=number, faults=plan.faults,
-        churn=plan.churn, dot=plan.dot, registry=registry,
-        registry_nodes=(replica_nodes(registry, plan.registry_replicas, ips, registry_address)
-                        if registry is not None else {}),
+        churn=plan.churn, dot=plan.dot,
+        registry_endpoint=(registry.address, registry.port) if registry is not None else None,
+        registry_ca=registry.ca.cert_pem if registry is not None else "",
+        registry=registry if replicas else None, registry_nodes=replicas,
         registry_agents=http, registry_replicas=plan.registry_replicas,
         registry_time=plan.registry_time, tls=plan.tls)
 
@@ -330,7 +337,7 @@ class NodeHost:
         loop = asyncio.get_running_loop()
         part, origin = self.part, loop.time()
         self.origin = origin
-        if part.registry is not None:
+        if part.registry_endpoint is not None:
             return await self._start_registry()
         for server in part.servers.values():
             server.reply_memo = None
@@ -372,20 +379,20 @@ class NodeHost:
 
     async def _start_registry(self) -> int:
         part = self.part
-        reg = part.registry
-        assert reg is not None
+        endpoint = part.registry_endpoint
+        assert endpoint is not None
         tls = part.tls is not None
-        self.replicas = RegistryReplicas(
-            reg, part.registry_nodes, tls, self.node_now,
-            lambda host, peer, n: self.segment(host, peer, self._wire(n)),
-            search=part.registry_time)
-        await self.replicas.start()
+        if part.registry is not None:  # replicas served here
+            self.replicas = RegistryReplicas(
+                part.registry, part.registry_nodes, tls, self.node_now,
+                lambda host, peer, n: self.segment(host, peer, self._wire(n)),
+                search=part.registry_time)
+            await self.replicas.start()
         if part.registry_agents:
             self.clients = RegistryClients(
-                part.registry_agents, (reg.address, reg.port), part.registry_replicas,
-                self._agent_index, part.tls, reg.client_context() if tls else None,
-                self.segment, self.node_now, lambda: self.origin, self._on_result,
-                self.out.flows)
+                part.registry_agents, endpoint, part.registry_replicas, self._agent_index,
+                part.tls, client_context(part.registry_ca) if tls else None, self.segment,
+                self.node_now, lambda: self.origin, self._on_result, self.out.flows)
         return len(part.registry_nodes) + len(part.registry_agents)
 
     def _wire(self, payload: int) -> int:

@@ -64,7 +64,24 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
 
 
 def group_nodes(plan: RunPlan, spec: RaySpec) -> list[tuple[str, list[str]]]:
-    """(actor name, node addresses) per actor, following the placement option."""
+    """(actor name, node addresses) per actor, following the placement option; an
+    HTTP-registry scheme has the registry's replicas on one actor and its agents."""
+    if plan.registry is not None:
+        out = [("registry", [registry_address(i) for i in range(plan.registry_replicas)])]
+    else:
+        out = _server_groups(plan, spec)
+        if plan.resolvers:
+            out.append(("resolvers", list(plan.resolvers)))
+    n = max(1, min(spec.agent_actors, len(plan.agent_order)))
+    for i in range(n):
+        ips = plan.agent_order[i::n]
+        if ips:
+            out.append((f"agents-{i}", ips))
+    return out
+
+
+def _server_groups(plan: RunPlan, spec: RaySpec) -> list[tuple[str, list[str]]]:
+    """(actor name, server addresses) per actor of a DNS scheme."""
     manifest = {m["address"]: m for m in plan.hierarchy.manifest}
     groups: dict[str, list[str]] = {}
     if spec.placement == "count":
@@ -78,19 +95,7 @@ def group_nodes(plan: RunPlan, spec: RaySpec) -> list[tuple[str, list[str]]]:
             m = manifest[ip]
             key = m["role"] if spec.placement == "level" else (m["org"] or "public")
             groups.setdefault(f"{spec.placement}-{key}", []).append(ip)
-    out = list(groups.items())
-    if plan.registry is not None:
-        out.append(("registry", [registry_address(i) for i in range(plan.registry_replicas)]))
-    if plan.resolvers:
-        out.append(("resolvers", list(plan.resolvers)))
-    n = max(1, min(spec.agent_actors, len(plan.agent_order)))
-    for i in range(n):
-        ips = plan.agent_order[i::n]
-        if ips:
-            out.append((f"agents-{i}", ips))
-    return out
-
-
+    return list(groups.items())
 
 
 _CLASS: Any = None
