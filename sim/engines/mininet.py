@@ -66,7 +66,7 @@ from sim.engines.nodehost import (
 from sim.engines.vectors import ship_intent_vectors
 from sim.scenario import MininetSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: host agents import its code
 DIST_PACKAGES = ("/usr/lib/python3/dist-packages", "/usr/local/lib/python3/dist-packages")
 START_MARGIN = 0.05
 COMMAND_TIMEOUT = 120.0  # seconds for one phase on every host (replay: plus the drain)

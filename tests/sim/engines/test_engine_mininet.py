@@ -11,7 +11,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from sim.engines.mininet import NetemWarning, host_groups, switch_links
+from sim.engines.mininet import ROOT, NetemWarning, host_groups, switch_links
 from sim.run.runner import run_scenario
 from sim.scenario import MininetSpec
 from tests.sim.engines.cases import assert_agrees, first_plan, small, two_schemes
@@ -37,6 +37,13 @@ def test_hosts_per_site_and_per_node() -> None:
     assert len(sites) <= plan.path.graph.number_of_nodes() < len(nodes)  # several per host
     for _, ips, site in sites:
         assert {plan.path.node_of(plan.role_of[ip]) for ip in ips} == {site}
+
+
+def test_host_agents_run_this_checkout() -> None:
+    """Host agents start with the checkout on PYTHONPATH and as their folder, so they run
+    the driver's code (not another checkout an editable install points at)."""
+    assert (ROOT / "sim" / "engines" / "hostagent.py").is_file()
+    assert (ROOT / "pyproject.toml").is_file()
 
 
 def test_switch_links_are_loop_free() -> None:
