@@ -212,6 +212,12 @@ def http_cost(steps: Sequence[Exchange], opened: set[int], closed: bool, keepali
     return WireCost(cost[0], cost[1], cost[2], cost[3])
 
 
+def http_segment(tls: TlsSizes | None, payload: int) -> int:
+    """IP bytes of one segment carrying ``payload`` bytes of HTTP (in TLS records with
+    ``tls``): what the socket engines' adapters count and delay per write."""
+    return IPV4 + TCP_TS + (tls.records(payload) if tls is not None else payload)
+
+
 def open_cost(tls: TlsSizes | None, model: TcpModel) -> WireCost:
     """Opening a connection under :class:`TcpModel`: → SYN, ← SYN-ACK, → ACK and, with
     ``tls`` (:class:`sim.build.registries.TlsSizes`), the TLS 1.3 flights → ClientHello, ← ACK,

@@ -360,9 +360,7 @@ def plan_churn(sc: Scenario, ns: Namespace, jobs: list[Job]
 
 def _check(sc: Scenario, spec: ChurnSpec) -> None:
     """What churn cannot run with (ScenarioError)."""
-    if sc.engine_options.shards.workers > 1:
-        raise ScenarioError(f"{WHERE}: not with engine_options.shards (one process applies "
-                            f"the changes)")
+    # (a sharded run is refused by the engine catalogue: sim.run.runner.check_engine)
     if sc.workload.arrival.process == "closed":
         raise ScenarioError(f"{WHERE}: needs timed arrivals (poisson or trace); a closed "
                             f"loop has no workload times to change tools at")

@@ -119,8 +119,6 @@ def _features(**cells: Support) -> Mapping[Feature, Support]:
 EXACT: Final = "exact"
 STATISTICAL: Final = "statistical"
 NO: Final = "no"
-_REAL_TIME_FAULTS = ("the same FaultPlan applied to every packet at wall-clock times: success "
-                     "rates agree within a tolerance")
 _NODE_FAULTS = ("each sending node's socket adapter applies the same FaultPlan (a down "
                 "node's packets dropped, registry replicas' listeners closed and connections "
                 "reset) at wall-clock times: success rates agree within a tolerance")
@@ -158,7 +156,7 @@ ENGINES: dict[str, EngineInfo] = {
             features=_features(
                 registries=Support(EXACT, "real HTTP/1.1 over TCP and TLS 1.3 sockets on "
                                           "loopback, counted with the simulation's TCP model"),
-                faults=Support(STATISTICAL, _REAL_TIME_FAULTS),
+                faults=Support(STATISTICAL, _NODE_FAULTS),
                 capture=Support(EXACT, "tcpdump on lo: UDP equals the accounting byte for "
                                        "byte; TCP differs by pure ACKs only"),
                 dot=Support(EXACT, "real TLS 1.3 sockets, persistent connections per "
@@ -194,8 +192,8 @@ ENGINES: dict[str, EngineInfo] = {
                 registries=Support(EXACT, "the registry served by its host on real sockets, "
                                           "counted as on live"),
                 faults=Support(STATISTICAL, _NODE_FAULTS),
-                capture=Support(EXACT, "tcpdump in every host's namespace (egress only), "
-                                       "merged into one capture"),
+                capture=Support(EXACT, "tcpdump in every host's namespace (link egress and "
+                                       "loopback), merged into one capture"),
                 dot=Support(EXACT, "real TLS 1.3 sockets between the hosts, as on live"),
                 sessions=Support(EXACT, "the same session layer in the agents' hosts"),
                 churn=Support(STATISTICAL, _REAL_TIME_CHURN),

@@ -46,7 +46,7 @@ from nodes.registry.server import RegistryServer
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Discovery
 from nodes.scoring import model_loads
-from sim.accounting import dot_port
+from sim.accounting import dot_port, http_segment
 from sim.build.faults import registry_address
 from sim.build.hierarchy import DotSetup
 from sim.build.registries import RegistrySetup, TlsSizes, client_context
@@ -385,7 +385,7 @@ class NodeHost:
         if part.registry is not None:  # replicas served here
             self.replicas = RegistryReplicas(
                 part.registry, part.registry_nodes, tls, self.node_now,
-                lambda host, peer, n: self.segment(host, peer, self._wire(n)),
+                lambda host, peer, n: self.segment(host, peer, http_segment(part.tls, n)),
                 search=part.registry_time)
             await self.replicas.start()
         if part.registry_agents:
@@ -394,12 +394,6 @@ class NodeHost:
                 part.tls, client_context(part.registry_ca) if tls else None, self.segment,
                 self.node_now, lambda: self.origin, self._on_result, self.out.flows)
         return len(part.registry_nodes) + len(part.registry_agents)
-
-    def _wire(self, payload: int) -> int:
-        from sim.accounting import IPV4, TCP_TS
-
-        tls = self.part.tls
-        return IPV4 + TCP_TS + (tls.records(payload) if tls is not None else payload)
 
     def _loop_time_of(self, wall: float) -> float:
         """The running loop's clock reading at wall-clock time ``wall``."""

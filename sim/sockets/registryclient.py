@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from nodes.registry.client import RegistryAgent, RegistryResult
-from sim.accounting import IPV4, TCP_SYN, TCP_TS
+from sim.accounting import IPV4, TCP_SYN, TCP_TS, http_segment
 from sim.build.faults import registry_order
 from sim.build.registries import REGISTRY_HOST, TlsSizes
 from sim.sockets.timing import sleep_precisely
@@ -43,11 +43,6 @@ class RegistryClients:
         self.writers: dict[tuple[str, int], asyncio.StreamWriter] = {}
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.tasks: set[asyncio.Task] = set()
-
-    def wire(self, payload: int) -> int:
-        """IP bytes of a segment carrying ``payload`` bytes of HTTP (in TLS records)."""
-        tls = self.tls
-        return IPV4 + TCP_TS + (tls.records(payload) if tls is not None else payload)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = self.loop.create_task(coro)
@@ -101,7 +96,7 @@ class RegistryClients:
 
     async def send(self, ip: str, conn: int, data: bytes) -> None:
         await sleep_precisely(self.delay(ip, self.host_of.get((ip, conn), self.rip),
-                                         self.wire(len(data))))
+                                         http_segment(self.tls, len(data))))
         writer = self.writers.get((ip, conn))
         if writer is not None and not writer.is_closing():
             writer.write(data)
