@@ -24,7 +24,9 @@ Writes into ``--out``:
   level-wise global beam;
   ``variants.csv`` has recall@10 and C(q) % of the pool for all;
 * ``grail/`` — GRAIL as published (seed 002) against flat dense and BM25, with the
-  paper's ablations and an α sweep, on the held-out 40 % test split (pseudo-documents
+  paper's ablations, an α sweep and its sparse-only baseline (SLM-Sort: the tag candidates
+  in random order; ``grail:sparse-count`` ranks them by tags matched), on the held-out
+  40 % test split (pseudo-documents
   from the 60 % training split only; ``scenarios/eval/grail.yaml``); ``--only-grail``
   runs just this;
 * ``bench.json`` — everything above in one file.
@@ -167,7 +169,8 @@ def routing_variants(base: dict, tree: dict, out: Path) -> pd.DataFrame:
 GRAIL_METHODS = (
     "flat:dense", "flat:bm25", "grail", "grail:no-maxsim", "grail:no-tags", "grail:no-pseudo",
     "grail:no-synonyms", "grail:intersect", "grail-intersect",
-    "grail:alpha=0", "grail:alpha=0.25", "grail:alpha=0.75", "grail:alpha=1")
+    "grail:alpha=0", "grail:alpha=0.25", "grail:alpha=0.75", "grail:alpha=1",
+    "grail:sparse-only", "grail:sparse-count")
 
 
 def grail_comparison(base: dict, tree: dict, out: Path) -> dict:

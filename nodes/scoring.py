@@ -13,7 +13,9 @@ position in the zone's own (sorted) order.
 * ``maxsim`` — GRAIL's intent index: several vectors per item (name, each sentence, each
   usage example, separated by newlines), score = the best cosine over them.
 * ``llm`` — an LLM ranks the items (the paper's prompts); the chat call is an injected
-  transport so this module stays free of sockets (``sim.retrieval.llm.openai_transport``).
+  transport so this module stays free of sockets (``sim.retrieval.llm.LLMClient``).
+* ``llm-router`` — an LLM names the children or tools that fit (seed 000 §3.5;
+  :mod:`nodes.llmrouter`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from nodes.bm25 import bm25_postings
+from nodes.llmreply import ChatTransport, LLMError, answer_text, prompt_tokens
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -511,9 +514,6 @@ def group_max_index(scorer: Scorer, keys: Sequence[str],
 
 # -------------------------------------------------------------------- LLM ranking
 
-#: ``chat(request_body) -> response_body``: one OpenAI ``/chat/completions`` exchange.
-ChatTransport = Callable[[dict], dict]
-
 #: The paper's Prompt B ("Agent Role of NS server"), Appendix A of seed 000.
 LLM_PROMPT = (
     "You are a service-discovery ranking expert in domain {domain}.\n"
@@ -534,14 +534,37 @@ def approx_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
+#: a candidate number standing alone (not part of "mp3", "0.93", "v2" or "top 3")
+_NUMBER = re.compile(r"(?<![\w.])(?<!top )(\d{1,6})(?!\w|\.\d)", re.IGNORECASE)
+_ASIDE = re.compile(r'\([^)]*\)|\[[^]]*\]|"[^"]*"|`[^`]*`')
+#: answers meaning "no candidate fits" (the prompt's rule 3)
+_NOTHING = re.compile(r"^\W*(other|none|n/?a|no(ne)? (candidate|category)[\w ]*)\W*$",
+                      re.IGNORECASE)
+
+
 def parse_ranking(answer: str, n: int) -> list[int]:
-    """Candidate numbers (1-based in the prompt) from an LLM answer, de-duplicated, 0-based."""
+    """Candidate numbers (1-based in the prompt) from an LLM answer, in order, 0-based.
+
+    Robust to what small models add: numbers out of range and repeats are dropped, prose
+    around the numbers is ignored, as are numbers inside words (``mp3``), decimals (scores
+    such as ``0.93``) and asides in brackets or quotes (an echoed description). When the
+    answer has a colon (``Top 3: 2, 5``), the numbers after the last one are taken if
+    there are any."""
+    text = _ASIDE.sub(" ", answer)
+    head, colon, tail = text.rpartition(":")
+    if colon and head and _NUMBER.search(tail):
+        text = tail
     out: list[int] = []
-    for match in re.findall(r"\d+", answer):
+    for match in _NUMBER.findall(text):
         i = int(match) - 1
         if 0 <= i < n and i not in out:
             out.append(i)
     return out
+
+
+def means_nothing(answer: str) -> bool:
+    """Whether an answer says that no candidate fits (``other``, ``none``, empty)."""
+    return not answer.strip() or _NOTHING.match(answer.strip()) is not None
 
 
 class _LLMIndex:
@@ -550,23 +573,28 @@ class _LLMIndex:
         self._texts = list(texts)
 
     def scores(self, intent: str) -> np.ndarray:
+        scorer = self._scorer
         n = len(self._texts)
-        k = min(self._scorer.top, n)
-        lines = "\n".join(f"{i + 1}. {t[: self._scorer.max_chars]}"
+        k = min(scorer.top, n)
+        lines = "\n".join(f"{i + 1}. {' '.join(t[: scorer.max_chars].split())}"
                           for i, t in enumerate(self._texts))
-        prompt = LLM_PROMPT.format(domain=self._scorer.domain, k=k, task=intent, candidates=lines)
-        body = {"model": self._scorer.model, "temperature": 0,
+        prompt = LLM_PROMPT.format(domain=scorer.domain, k=k, task=" ".join(intent.split()),
+                                   candidates=lines)
+        body = {"model": scorer.model, "temperature": 0,
                 "messages": [{"role": "user", "content": prompt}]}
-        reply = self._scorer.chat(body)
-        self._scorer.prompt_tokens += int(
-            (reply.get("usage") or {}).get("prompt_tokens") or approx_tokens(prompt))
-        self._scorer.calls += 1
-        try:
-            answer = str(reply["choices"][0]["message"]["content"])
-        except (KeyError, IndexError, TypeError):
-            answer = ""
+        reply = scorer.chat(body)
+        endpoint = str(getattr(scorer.chat, "endpoint", ""))
+        answer = answer_text(reply, endpoint)  # LLMError without one
+        scorer.prompt_tokens += prompt_tokens(reply, approx_tokens(prompt))
+        scorer.calls += 1
+        chosen = parse_ranking(answer, n)
+        if not chosen and not means_nothing(answer):
+            scorer.unparsed += 1
+            if scorer.strict:
+                raise LLMError(endpoint, f"answer names no candidate 1..{n}: "
+                               f"{answer[:120]!r}")
         out = np.zeros(n)
-        for rank, i in enumerate(parse_ranking(answer, n)):
+        for rank, i in enumerate(chosen):
             out[i] = float(n - rank)  # chosen items first, in the model's order
         return out
 
@@ -576,20 +604,25 @@ class LLMScorer:
 
     Unchosen items score 0 (ties keep the zone's order). ``chat`` is the transport: a
     function sending one OpenAI-style chat/completions request body and returning the
-    decoded JSON reply; the evaluation module supplies an HTTP one for any endpoint URL.
+    decoded JSON reply (``sim.retrieval.llm.LLMClient`` for any endpoint URL). A reply
+    without an answer raises :class:`nodes.llmreply.LLMError`; an answer naming no
+    candidate (and not saying ``other``) counts in ``unparsed`` and chooses nothing, or
+    raises LLMError when ``strict``.
     """
 
     name = "llm"
 
     def __init__(self, chat: ChatTransport, model: str = "default", top: int = 5,
-                 domain: str = "tools", max_chars: int = 300) -> None:
+                 domain: str = "tools", max_chars: int = 300, strict: bool = False) -> None:
         self.chat = chat
         self.model = model
         self.top = top
         self.domain = domain
         self.max_chars = max_chars
+        self.strict = strict
         self.calls = 0
         self.prompt_tokens = 0
+        self.unparsed = 0
 
     def index(self, keys: Sequence[str], texts: Sequence[str]) -> ScoreIndex:
         if not texts:

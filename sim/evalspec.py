@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypedDict
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from sim.spec import Seed, Spec
 from sim.yamlfile import read_yaml
@@ -23,7 +23,7 @@ DEFAULT_METHODS = (
     "a2x:dense:get_one", "a2x:dense:get_important", "a2x:dense:get_all",
     "grail",
 )
-SCORERS = ("bm25", "tfidf", "dense", "maxsim", "llm")
+SCORERS = ("bm25", "tfidf", "dense", "maxsim", "llm", "llm-router")
 POLICIES = ("get_one", "get_important", "get_all")
 
 # ------------------------------------------------------------------ GRAIL variants (seed 002)
@@ -45,7 +45,10 @@ class GrailOptions:
     ``synonyms`` — expand the tag index with mined synonyms; ``pseudo`` — training queries
     per pseudo-document (0 = name + description alone); ``maxsim`` — the resonance score
     (``no-maxsim`` = cosine with the mean of the example vectors, the paper's "w/o
-    MaxSim"); ``alpha`` — α of eq. 5.
+    MaxSim"); ``alpha`` — α of eq. 5; ``sparse_only`` — the sparse path alone, no dense
+    path and no re-rank: ``random`` (``sparse-only``: the tag candidates in a random order
+    seeded by the query, the paper's SLM-Sort baseline) or ``count`` (``sparse-count``:
+    ranked by how many of the query's tags a tool holds, ties by tool id).
     """
 
     recall: str = "union"
@@ -55,6 +58,7 @@ class GrailOptions:
     pseudo: int = GRAIL_PSEUDO_QUERIES
     maxsim: bool = True
     alpha: float = GRAIL_ALPHA
+    sparse_only: str = ""
 
 
 class _GrailChanges(TypedDict, total=False):
@@ -66,11 +70,13 @@ class _GrailChanges(TypedDict, total=False):
     pseudo: int
     maxsim: bool
     alpha: float
+    sparse_only: str
 
 
 GRAIL_FLAGS: dict[str, _GrailChanges] = {
     "no-maxsim": {"maxsim": False}, "no-tags": {"tags": False}, "no-pseudo": {"pseudo": 0},
-    "no-synonyms": {"synonyms": False}, "intersect": {"recall": "intersect"}}
+    "no-synonyms": {"synonyms": False}, "intersect": {"recall": "intersect"},
+    "sparse-only": {"sparse_only": "random"}, "sparse-count": {"sparse_only": "count"}}
 GRAIL_PAPER = GrailOptions()  # ``grail``
 GRAIL_INTERSECT = GrailOptions(recall="intersect", tag_source="zone", synonyms=False, pseudo=0)
 
@@ -97,8 +103,8 @@ def grail_options(method: str) -> GrailOptions:
                 raise ValueError
         except ValueError:
             raise ValueError(f"{method!r}: unknown GRAIL option {part!r} (no-maxsim, no-tags, "
-                             f"no-pseudo, no-synonyms, intersect, alpha=X in [0, 1], "
-                             f"pseudo=N)") from None
+                             f"no-pseudo, no-synonyms, intersect, sparse-only, "
+                             f"sparse-count, alpha=X in [0, 1], pseudo=N)") from None
     return GrailOptions(**opts)
 
 
@@ -108,7 +114,14 @@ def check_method(method: str) -> None:
     if parts[0] in ("grail", "grail-intersect"):
         grail_options(method)  # raises naming the bad option
         return
+    if parts[0] == "tiered":
+        from sim.retrieval.tierspec import tiered_options
+
+        tiered_options(method)  # seed 003's multi-tier retrieval; raises naming the option
+        return
     ok = ((parts[0] == "flat" and len(parts) == 2 and parts[1] in SCORERS)
+          or method == "flat-log:dense"
+          or method == "flat:dense-adapter"
           or (parts[0] == "tooldns" and len(parts) in (2, 3, 4) and parts[1] in SCORERS
               and (len(parts) == 2 or parts[2].isdigit())
               and (len(parts) < 4 or parts[3] in ("rr", "score", "global")))
@@ -116,9 +129,10 @@ def check_method(method: str) -> None:
               and parts[2] in POLICIES)
           or method == "context")
     if not ok:
-        raise ValueError(f"unknown method {method!r} (flat:S, context, "
-                         f"tooldns:S[:B[:score|global]], a2x:S:POLICY, grail[:OPT…], "
-                         f"grail-intersect; S in {sorted(SCORERS)})")
+        raise ValueError(f"unknown method {method!r} (flat:S, flat-log:dense, "
+                         f"flat:dense-adapter, context, tooldns:S[:B[:score|global]], "
+                         f"a2x:S:POLICY, grail[:OPT…], grail-intersect, tiered[:OPT…]; "
+                         f"S in {sorted(SCORERS)})")
 
 
 class DatasetSpec(Spec):
@@ -139,6 +153,17 @@ class DatasetSpec(Spec):
                                         "GRAIL's pseudo-documents read the rest")
 
 
+class RoutingLogSpec(Spec):
+    """Learned routing (:mod:`topologies.learned`): centroids of pseudo-documents built
+    from the training part of a seeded query split; only the test part is evaluated."""
+
+    per_tool: int = Field(default=10, ge=0, description="training queries per tool in its "
+                          "pseudo-document (beside its description); 0: descriptions only, "
+                          "i.e. plain centroids on the same split")
+    test_fraction: float = Field(default=0.4, gt=0, lt=1, description="share of the queries "
+                                 "held out (stratified by leaf category); the rest is the log")
+
+
 class TaxonomySpec(Spec):
     """The tree evaluated: the catalogue's own categories or a built one."""
 
@@ -156,6 +181,19 @@ class TaxonomySpec(Spec):
     representative_vectors: Literal["tfidf", "dense"] = "dense"
     centroids: bool = Field(default=False, description="route by each child's mean tool embedding "
                             "for the query's service (dense scorer only)")
+    labels: Literal["terms", "llm"] = Field(
+        default="terms", description="zone labels and summaries: the clustering's distinctive "
+        "terms, or named by the eval file's llm endpoint (docs/llm.md)")
+    routing_log: RoutingLogSpec | None = Field(
+        default=None, description="learned routing: centroids from a training query log "
+        "(needs centroids: true)")
+
+    @model_validator(mode="after")
+    def _log_needs_centroids(self) -> TaxonomySpec:
+        if self.routing_log is not None and not self.centroids:
+            raise ValueError("routing_log: learned routing builds centroids (set centroids: "
+                             "true)")
+        return self
 
 
 class LLMSpec(Spec):
@@ -163,6 +201,11 @@ class LLMSpec(Spec):
 
     url: str | None = Field(default=None, description="base URL (the llm scorer needs one)")
     model: str = "default"
+    timeout: float = Field(default=60.0, gt=0, description="seconds per attempt")
+    retries: int = Field(default=2, ge=0, le=10, description="further attempts after a 429, "
+                         "5xx, refused connection or timeout (exponential backoff)")
+    key_env: str = Field(default="TOOLDNS_LLM_KEY", description="environment variable holding "
+                         "the API key, if one is needed (never written to results)")
 
 
 class EvalScenario(Spec):
@@ -173,11 +216,15 @@ class EvalScenario(Spec):
     seed: Seed = Field(default=0, description="sampling, splits and clustering derive from it")
     dataset: DatasetSpec = DatasetSpec()
     taxonomy: TaxonomySpec = TaxonomySpec()
-    methods: tuple[str, ...] = Field(default=DEFAULT_METHODS, description="flat:S, context, "
-                                     "tooldns:S[:B[:score|global]], a2x:S:MODE, "
+    methods: tuple[str, ...] = Field(default=DEFAULT_METHODS, description="flat:S, flat-log:dense, "
+                                     "context, tooldns:S[:B[:score|global]], a2x:S:MODE, "
                                      "grail[:OPT…] (the paper's GRAIL; OPT: no-maxsim, "
-                                     "no-tags, no-pseudo, no-synonyms, intersect, alpha=X, "
-                                     "pseudo=N), grail-intersect (the earlier reading) "
+                                     "no-tags, no-pseudo, no-synonyms, intersect, "
+                                     "sparse-only, sparse-count, alpha=X, pseudo=N), "
+                                     "grail-intersect (the earlier reading), "
+                                     "flat:dense-adapter (a least-squares query adapter), "
+                                     "tiered[:OPT…] (seed 003's tiers; OPT: t1=X, t2=X, "
+                                     "t3=X, limit=N, only=123, lazy) "
                                      "(S: bm25 tfidf dense maxsim llm)")
     k: int = Field(default=10, ge=1, description="K of hit@K and recall@K")
     llm: LLMSpec = LLMSpec()
@@ -191,6 +238,15 @@ class EvalScenario(Spec):
         for method in value:
             check_method(method)
         return value
+
+    @model_validator(mode="after")
+    def _one_split(self) -> EvalScenario:
+        log, frac = self.taxonomy.routing_log, self.dataset.test_fraction
+        if log is not None and frac is not None and frac != log.test_fraction:
+            raise ValueError(f"dataset.test_fraction ({frac}) differs from "
+                             f"taxonomy.routing_log.test_fraction ({log.test_fraction}): "
+                             f"the log is the split's training part; give one value")
+        return self
 
 
 def load_eval(path: str | Path) -> EvalScenario:

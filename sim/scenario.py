@@ -149,6 +149,9 @@ class NamespaceSpec(Spec):
             raise ValueError("taxonomy: builds a tree over a catalogue (source: catalog)")
         if self.taxonomy is not None and self.taxonomy.centroids and self.scorer != "dense":
             raise ValueError("taxonomy.centroids: routing by centroids needs scorer: dense")
+        if self.taxonomy is not None and self.taxonomy.labels == "llm":
+            raise ValueError("taxonomy.labels: llm needs an LLM endpoint, which network "
+                             "scenarios do not take (docs/llm.md)")
         for net in self.allow_transfer:
             ipaddress.ip_network(net, strict=False)  # ValueError: not a network or address
         return self
@@ -475,6 +478,14 @@ class Scenario(Spec):
             if isinstance(s, DnsScheme) and s.send_embedding and self.namespace.scorer != "dense":
                 raise ValueError(f"schemes: scheme {i} ({s.name}): send_embedding needs "
                                  f"namespace.scorer: dense")
+        return self
+
+    @model_validator(mode="after")
+    def _one_split(self) -> Scenario:
+        tx = self.namespace.taxonomy
+        if tx is not None and tx.routing_log is not None and self.workload.split is not None:
+            raise ValueError("workload.split: namespace.taxonomy.routing_log already replays "
+                             "only the test part of its split (the rest is the routing log)")
         return self
 
     @model_validator(mode="after")

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 
 from nodes.dns.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
-from nodes.resolver.config import ResolverConfig
+from nodes.resolver.config import ResolverConfig, Search
 from nodes.resolver.merge import MERGES
 from nodes.trust import TrustPolicy
 from sim.build.registries import REGISTRIES
@@ -56,15 +56,19 @@ class DnsScheme(_Scheme):
     kind: Literal["tooldns"] = Field(
         default="tooldns", description="ToolDNS resolver walk, or an HTTP registry baseline "
         f"({', '.join(REGISTRIES)})")
-    beam: int = Field(default=1, ge=1, description="branches explored per level")
-    search: Literal["split", "global"] = Field(
-        default="split", description="keep the beam per branch (split, Algorithm 1) or the best B "
-        "of each level over all zones (global; needs the servers' scores)")
+    beam: int = Field(default=1, ge=1, description="branches explored per level (split, "
+                      "global)")
+    search: Search = Field(
+        default="split", description="keep the beam per branch (split, Algorithm 1), the best B "
+        "of each level over all zones (global; needs the servers' scores), or A2X's "
+        "progressive search (seed 001): a2x-get_one, a2x-get_important, a2x-get_all descend "
+        "into every child the policy selects from each zone's top-K referred children by "
+        "their scores (beam unused)")
     merge: Annotated[str, OneOf(MERGES)] = Field(
         default="auto", description="how the leaves' tools are merged (a name in "
-        "nodes.resolver.merge.MERGES): auto (by score when the servers send scores, i.e. "
-        "global search, else round-robin), score (ask for scores, merge by them), round-robin "
-        "(even when scores came)")
+        "nodes.resolver.merge.MERGES): auto (by score with the global search, else "
+        "round-robin in walk order, as A2X merges), score (ask for scores, merge by them), "
+        "round-robin (even when scores came)")
     send_embedding: bool = Field(default=False, description="send the intent's embedding with "
                                  "every semantic query (namespace.scorer: dense)")
     mode: Literal["aware", "strip", "pass-through", "qname"] = Field(

@@ -252,17 +252,23 @@ def add_representatives(ns: Namespace, count: int,
     return ns
 
 
-def add_centroids(ns: Namespace, encoder: Callable[[Sequence[str]], np.ndarray]) -> Namespace:
+def add_centroids(ns: Namespace, encoder: Callable[[Sequence[str]], np.ndarray],
+                  tool_vectors: tuple[list[str], np.ndarray] | None = None) -> Namespace:
     """Give every zone below ``tools.`` one routing vector per service offered below it:
     the normalised mean of the sentence embeddings (``name description``, as leaves score
-    them) of the subtree's tools of that service.
+    them) of the subtree's tools of that service — or of ``tool_vectors`` (sorted tool ids
+    and one unit vector each; learned routing's pseudo-documents,
+    :func:`topologies.learned.pseudo_vectors`) when given.
 
     A parent holding its children's centroids routes a query of service *s* by cosine
     with their *s* centroids (IVF-style; :func:`nodes.authoritative.zonestate.child_index`). Like a
     summary, it is data the child registers with its parent. Modifies and returns ``ns``."""
-    ids = sorted(ns.tools)
-    vectors = _normalise(np.asarray(encoder(
-        [f"{ns.tools[t].name} {ns.tools[t].description}" for t in ids]), dtype=float))
+    if tool_vectors is None:
+        ids = sorted(ns.tools)
+        vectors = _normalise(np.asarray(encoder(
+            [f"{ns.tools[t].name} {ns.tools[t].description}" for t in ids]), dtype=float))
+    else:
+        ids, vectors = tool_vectors
     sums: dict[tuple[str, str], np.ndarray] = {}
     for i, tid in enumerate(ids):
         tool = ns.tools[tid]

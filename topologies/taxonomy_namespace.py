@@ -2,7 +2,8 @@
 
 Shared by retrieval evaluations (``taxonomy:``) and network scenarios
 (``namespace.taxonomy``): the tree of :mod:`topologies.taxonomy` (clustered or the
-catalogue's own categories), then routing representatives and centroids.
+catalogue's own categories), then routing representatives and centroids (learned from a
+training query log with ``routing_log``, :mod:`topologies.learned`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
+from nodes.llmreply import ChatTransport
 from nodes.scoring import Encoder, default_encoder
 from topologies.datasets import Row
+from topologies.learned import pseudo_vectors
+from topologies.llmlabels import llm_labels
 from topologies.namespace import Namespace
 from topologies.taxonomy import (
     TaxonomyConfig,
@@ -49,13 +53,28 @@ class TaxonomyOptions(Protocol):
     def representative_vectors(self) -> Literal["tfidf", "dense"]: ...
     @property
     def centroids(self) -> bool: ...
+    @property
+    def routing_log(self) -> RoutingLog | None: ...
+    @property
+    def labels(self) -> Literal["terms", "llm"]: ...
+
+
+class RoutingLog(Protocol):
+    """Learned routing's fields (``sim.evalspec.RoutingLogSpec``)."""
+
+    @property
+    def per_tool(self) -> int: ...
+    @property
+    def test_fraction(self) -> float: ...
 
 
 def taxonomy_namespace(tx: TaxonomyOptions, rows: Sequence[Row], queries: Sequence[Row],
                        seed: int = 0, origin: str = "taxonomy",
-                       encoder: Encoder | None = None) -> Namespace:
+                       encoder: Encoder | None = None, log: Sequence[Row] = (),
+                       chat: ChatTransport | None = None) -> Namespace:
     """The namespace a taxonomy spec builds over catalogue rows (also used by network
-    scenarios, ``namespace.taxonomy``): the tree, then representatives and centroids."""
+    scenarios, ``namespace.taxonomy``): the tree, then representatives and centroids (of
+    pseudo-documents from the training queries ``log`` with ``routing_log``)."""
     if tx.kind == "categories":
         tax = from_categories(rows, tx.min_size)
     else:
@@ -64,6 +83,11 @@ def taxonomy_namespace(tx: TaxonomyOptions, rows: Sequence[Row], queries: Sequen
             min_size=tx.min_size, multi_parent=tx.multi_parent, vectors=tx.vectors,
             summary_terms=tx.summary_terms, summary_examples=tx.summary_examples,
             seed=seed), encoder=encoder)
+    if tx.labels == "llm":  # zones named by the model behind ``chat`` (docs/llm.md)
+        if tx.kind != "cluster" or chat is None:
+            raise ValueError("taxonomy.labels: llm names the zones of a clustered tree (kind: "
+                             "cluster) through an LLM endpoint (an eval file's llm.url)")
+        tax = llm_labels(tax, rows, chat)
     ns = tax.namespace(rows, queries, origin=origin)
     if tx.representatives:
         rep_encoder = None
@@ -71,5 +95,8 @@ def taxonomy_namespace(tx: TaxonomyOptions, rows: Sequence[Row], queries: Sequen
             rep_encoder = encoder or default_encoder()
         add_representatives(ns, tx.representatives, rep_encoder, seed)
     if tx.centroids:
-        add_centroids(ns, encoder or default_encoder())
+        enc = encoder or default_encoder()
+        learned = (pseudo_vectors(ns, enc, log, tx.routing_log.per_tool)
+                   if tx.routing_log is not None else None)
+        add_centroids(ns, enc, learned)
     return ns

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from nodes.dns.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from nodes.dns.wire import (
@@ -19,6 +19,12 @@ from nodes.trust import TrustPolicy
 # unmodified resolvers (the client's option removed or forwarded); ``qname`` resolves the
 # intent carried in the name (nodes.dns.wire.intent_qname), following the CNAME chain
 Mode = Literal["aware", "strip", "pass-through", "qname"]
+# how the walk narrows each level: "split" (each branch shares out its width, Algorithm 1),
+# "global" (the best B children over all zones of a level, by the servers' scores) or A2X's
+# progressive search (seed 001): every child A2X's policy selects from the referred
+# children's scores is descended into (nodes.resolver.merge.select)
+Search = Literal["split", "global", "a2x-get_one", "a2x-get_important", "a2x-get_all"]
+SEARCHES: tuple[str, ...] = get_args(Search)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +32,8 @@ class ResolverConfig:
     """Resolver behaviour; every field can be set from a scenario file."""
 
     mode: Mode = "aware"
-    beam: int = 1  # explore up to B of the top-K branches at each level
-    # how the beam is kept: "split" (each branch shares out its width, Algorithm 1) or
-    # "global" (the best B children over all zones of a level, by the servers' scores)
-    search: Literal["split", "global"] = "split"
+    beam: int = 1  # explore up to B of the top-K branches at each level (split, global)
+    search: Search = "split"  # how each level is narrowed (see Search)
     # how the leaves' lists are combined: a key of nodes.resolver.merge.MERGES
     merge: str = "auto"
     timeout: float = 0.5  # seconds per attempt before trying the next replica
@@ -73,6 +77,8 @@ class ResolverConfig:
     merge_policy: MergePolicy = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.search not in SEARCHES:
+            raise ValueError(f"search: unknown {self.search!r} (one of {', '.join(SEARCHES)})")
         policy = MERGES.get(self.merge)
         if policy is None:
             raise ValueError(f"merge: unknown policy {self.merge!r} (one of "
@@ -81,6 +87,19 @@ class ResolverConfig:
 
     @property
     def wants_scores(self) -> bool:
-        """Whether the servers' scores are asked for (global search, or a merge policy that
-        needs them)."""
+        """Whether the servers' scores are asked for (global or A2X search, or a merge
+        policy that needs them)."""
+        return self.search != "split" or self.merge_policy.wants_scores
+
+    @property
+    def merges_by_score(self) -> bool:
+        """Whether the leaves' scores reach the merge (global search, or a merge policy that
+        wants them); A2X's search asks for scores to select children but merges the
+        leaves' lists round-robin in descent order unless ``merge="score"``."""
         return self.search == "global" or self.merge_policy.wants_scores
+
+    @property
+    def a2x_policy(self) -> str | None:
+        """A2X's selection policy (``get_one``, ``get_important``, ``get_all``) with an
+        ``a2x-…`` search, else None."""
+        return self.search[4:] if self.search.startswith("a2x-") else None

@@ -1,5 +1,6 @@
 """Algorithm 1 (seed 000) as the resolver walks it: the beam walk down the semantic
-delegations (split or global beam, caches, query mock, serve-stale, trust policy), K = 0
+delegations (split or global beam, or A2X's progressive search of seed 001; caches, query
+mock, serve-stale, trust policy), K = 0
 cache warming, and the A lookups of the chosen targets. In the stock modes (``strip``,
 ``pass-through``, ``qname``) a discovery is a name resolved by :mod:`nodes.resolver.iterate`.
 State machines the core drives (:data:`nodes.resolver.types.Rounds`)."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
+import numpy as np
 from dnslib import DNSRecord
 
 from nodes.dns.message import RC_NXDOMAIN, TYPE_A, TYPE_NS, TYPE_SRV
@@ -24,7 +26,7 @@ from nodes.dns.wire import (
 from nodes.resolver.caches import Known
 from nodes.resolver.context import Context
 from nodes.resolver.iterate import iterate
-from nodes.resolver.merge import best, narrow
+from nodes.resolver.merge import best, narrow, select
 from nodes.resolver.types import Answer, Ask, Discovery, DiscoveryResult, Endpoint, Reply, Rounds
 from nodes.resolver.validate import fetch_keys, validated
 
@@ -108,7 +110,12 @@ class _Walk:
     With ``search="global"`` every round is one level: the children referred (or cached)
     for all zones of the level are pooled with their scores and the best B go on; the
     referral cache then holds (child, score) pairs and the query mock is not used (its
-    local scores are not comparable with the servers')."""
+    local scores are not comparable with the servers').
+
+    With an ``a2x-POLICY`` search the servers' scores are asked for as well and, at every
+    zone, each child A2X's policy selects from the referred (top-K) children's scores is
+    descended into (:func:`nodes.resolver.merge.select`; one round per level); referrals
+    are cached with their scores and the query mock is not used either."""
 
     def __init__(self, ctx: Context, req: Discovery, result: DiscoveryResult, known: Known
                  ) -> None:
@@ -116,6 +123,8 @@ class _Walk:
         self.intent = Intent(req.intent, k=req.k)
         self.key = (req.service, req.proto, req.intent, req.k)
         self.pooled = ctx.config.search == "global"
+        self.policy = ctx.config.a2x_policy  # A2X's child selection, or None
+        self.scored = self.pooled or self.policy is not None  # referrals kept with scores
         self.width = max(1, req.beam or ctx.config.beam)
         self.results: dict[str, list[Endpoint]] = {}
         self.order: list[str] = []  # leaves in the order reached
@@ -130,7 +139,7 @@ class _Walk:
         config = self.ctx.config
         lists = [self.results[z] for z in self.order]
         scores = ([[_NO_SCORE if e.score is None else e.score for e in lst] for lst in lists]
-                  if config.wants_scores else None)
+                  if config.merges_by_score else None)
         return config.merge_policy(lists, scores, k, _TARGET)
 
     def rounds(self, branches: list[tuple[str, int]]) -> Rounds[None]:
@@ -158,6 +167,14 @@ class _Walk:
                 level.next += [(z, 1) for z in best(level.pool, self.width)]
             branches = level.next
 
+    def _selected(self, scored: list[tuple[str, float]]) -> list[tuple[str, int]]:
+        """A2X: the children its policy selects from the referred children's scores, best
+        first; a reply without scores (all -inf) selects as if all were equal."""
+        if not scored:
+            return []
+        scores = np.array([s for _, s in scored], dtype=np.float64)
+        return [(scored[i][0], 1) for i in select(scores, self.policy or "get_one")]
+
     def _leaf(self, zone: str, endpoints: list[Endpoint]) -> None:
         self.results[zone] = endpoints
         self.order.append(zone)
@@ -178,10 +195,12 @@ class _Walk:
                 result.cache["referral_hit"] += 1
                 if self.pooled:
                     level.pool.extend(ranked)
+                elif self.policy is not None:
+                    branches = self._selected(ranked) + branches
                 else:
                     branches = narrow(ranked, width) + branches
                 continue
-            if not self.pooled and not caches.is_leaf(zone, req.service):
+            if not self.scored and not caches.is_leaf(zone, req.service):
                 mocked = caches.mock(zone, req.service, self.intent)
                 if mocked is not None:
                     result.cache["mock_hit"] += 1
@@ -208,6 +227,8 @@ class _Walk:
             result.cache["stale_referral"] += 1
             if self.pooled:
                 level.pool.extend(stale)
+            elif self.policy is not None:
+                level.next.extend(self._selected(stale))
             else:
                 level.next.extend(narrow(stale, width))
 
@@ -230,10 +251,13 @@ class _Walk:
         under = [c for c in children if c != zone and below(c, zone)]
         if under and bailiwick == zone:  # semantic referral: the zone's top-K children
             ttl = min(rr.ttl for rr in msg.auth if rr.rtype == TYPE_NS)
-            if self.pooled:
+            if self.scored:
                 scored = _scored_children(ctx, under, msg)
                 caches.put(caches.referrals, (zone, *self.key), scored, ttl)
-                level.pool.extend(scored)
+                if self.pooled:
+                    level.pool.extend(scored)
+                else:
+                    level.next.extend(self._selected(scored))
                 return
             caches.put(caches.referrals, (zone, *self.key), under, ttl)
             if req.k == 0:

@@ -11,6 +11,7 @@ from sim.scenario import Scenario
 from topologies.catalog import from_catalog
 from topologies.datasets import load_catalog, load_queries
 from topologies.encoders import disk_cached_encoder
+from topologies.learned import log_split
 from topologies.namespace import Namespace
 from topologies.rogue import inject_rogue
 from topologies.synthetic import synthetic
@@ -44,8 +45,13 @@ def build_namespace(sc: Scenario) -> Namespace:
         else:
             rows = load_catalog(spec.catalog, spec.limit, spec.protocols)
             qrows = load_queries(queries, [r["id"] for r in rows]) if queries else []
+            log: list[dict] = []
+            if spec.taxonomy.routing_log is not None:  # learned routing: replay the test part
+                log, qrows = log_split(rows, qrows, spec.taxonomy.routing_log.test_fraction,
+                                       sc.seed)
             ns = taxonomy_namespace(spec.taxonomy, rows, qrows, sc.seed,
-                                    f"{sc.name}:{spec.taxonomy.kind}", namespace_encoder(sc))
+                                    f"{sc.name}:{spec.taxonomy.kind}", namespace_encoder(sc),
+                                    log)
     else:
         n_queries = max(sc.workload.pool or 0, sc.workload.queries, 200)
         ns = synthetic(n_tools=spec.tools, branching=spec.branching, depth=spec.depth,

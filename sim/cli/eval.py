@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", help="comma-separated: flat:S, context, "
                    "tooldns:S[:B[:score|global]], a2x:S:get_one|get_important|get_all, "
                    "grail[:no-maxsim|no-tags|no-pseudo|no-synonyms|intersect|alpha=X|"
-                   "pseudo=N…], grail-intersect (S: bm25 tfidf dense maxsim llm); "
+                   "pseudo=N…], grail-intersect (S: bm25 tfidf dense maxsim llm llm-router); "
                    "GRAIL's pseudo-documents need --test-fraction (docs/grail.md)")
     p.add_argument("--out", help="output directory (default results/<name>)")
     p.add_argument("-k", "--k", type=int, default=10, help="K of hit@K and recall@K")
@@ -39,7 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="route by each child's mean tool embedding for the query's service "
                    "(dense scorer; the servers do the same with Delegation.centroids)")
     p.add_argument("--seed", type=int, default=0, help="sampling, split and clustering")
-    p.add_argument("--llm-url", help="OpenAI-compatible endpoint for the llm scorer/context")
+    p.add_argument("--llm-url", help="OpenAI-compatible endpoint (base URL, e.g. "
+                   "http://127.0.0.1:8080/v1) for the llm scorers and context; the API key, "
+                   "if any, from $TOOLDNS_LLM_KEY (docs/llm.md)")
     p.add_argument("--llm-model", default="default")
     p.add_argument("--cache-dir", help="keep sentence embeddings on disk here")
 
@@ -47,12 +49,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from nodes.llmreply import LLMError
     from sim.evalspec import DEFAULT_METHODS, EvalScenario, load_eval
     from sim.retrieval.run import run_eval
 
     try:
         if args.file:
             spec = load_eval(args.file)
+            if args.llm_url:  # the command line's endpoint replaces the file's
+                llm = {"url": args.llm_url} | (
+                    {"model": args.llm_model} if args.llm_model != "default" else {})
+                spec = spec.model_copy(update={"llm": spec.llm.model_copy(update=llm)})
         elif args.catalog:
             spec = EvalScenario.model_validate({
                 "name": Path(args.out).name if args.out else "eval", "seed": args.seed,
@@ -72,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         with query_progress() as tick:
             result = run_eval(spec, Path(args.out) if args.out else None,
                               progress=lambda m: progress(f"method {m}"), tick=tick)
-    except ValueError as exc:
+    except (ValueError, LLMError) as exc:  # LLMError: the endpoint failed (docs/llm.md)
         error("eval", str(exc))
         return 2
     table = Table(title=f"retrieval: {spec.name} (K = {spec.k})")

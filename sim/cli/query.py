@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from sim.cli.common import DEFAULT_OPTION_CODE, consoles, error
 
+# nodes.resolver.config.SEARCHES, spelt out so that --help imports nothing heavy
+SEARCH_CHOICES = ("split", "global", "a2x-get_one", "a2x-get_important", "a2x-get_all")
+
 if TYPE_CHECKING:
     from nodes.resolver.types import DiscoveryResult
 
@@ -24,9 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--service", default="mcp", choices=["mcp", "a2a", "rest", "skill"])
     p.add_argument("-k", type=int, default=3, help="top-K per pruning step (0 = all)")
     p.add_argument("--beam", type=int, default=1, help="branches explored per level")
-    p.add_argument("--search", choices=["split", "global"], default="split",
+    p.add_argument("--search", choices=SEARCH_CHOICES, default="split",
                    help="global: keep the best B children of each level by the servers' "
-                   "scores (scores option)")
+                   "scores (scores option); a2x-get_one|get_important|get_all: A2X's "
+                   "progressive search (every child the policy selects, by those scores)")
     p.add_argument("--merge", default="auto",
                    help="how the leaves' tools are merged, a name in "
                    "nodes.resolver.merge.MERGES: auto (by score with --search global, else "

@@ -43,7 +43,7 @@ def load_dataset(spec: EvalScenario) -> tuple[list[Row], list[Row]]:
 
 def load_split(spec: EvalScenario) -> tuple[list[Row], list[Row], list[Row]]:
     """(tools, training queries, evaluated queries). Without ``dataset.test_fraction``
-    every query is evaluated and the training list is empty."""
+    (or ``taxonomy.routing_log``) every query is evaluated and the training list is empty."""
     ds = spec.dataset
     if ds.source == "synthetic":
         rows, queries = synthetic_catalog(ds.tools, ds.branching, ds.depth, spec.seed,
@@ -59,9 +59,12 @@ def load_split(spec: EvalScenario) -> tuple[list[Row], list[Row], list[Row]]:
         qpath = ds.queries or str(Path(ds.catalog).parent / "queries.jsonl")
         queries = load_queries(qpath, [r["id"] for r in rows]) if Path(qpath).exists() else []
     train: list[Row] = []
-    if ds.test_fraction is not None:
+    log = spec.taxonomy.routing_log  # learned routing splits as dataset.test_fraction does
+    fraction = ds.test_fraction if ds.test_fraction is not None else (
+        log.test_fraction if log is not None else None)
+    if fraction is not None:
         cats = category_map(rows)
         train, queries = stratified_split(queries, lambda q: cats[q["tool_ids"][0]],
-                                          ds.test_fraction, spec.seed)
+                                          fraction, spec.seed)
     return rows, train, queries
 

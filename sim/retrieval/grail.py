@@ -13,7 +13,9 @@ Ablations ``grail:OPT[:OPT…]``: ``no-maxsim`` (mean-pooled examples), ``no-tag
 recall only, the paper's "w/o SLM"), ``no-pseudo``, ``no-synonyms``, ``intersect`` (dense
 top-50 within the tag candidates), ``alpha=X``, ``pseudo=N``; ``grail-intersect`` is the
 testbed's earlier reading (tags = the evaluated tree's zone labels, dense top-50 within
-them — all tools if fewer than 50 match —, no synonyms, no pseudo-documents). C(q) = the
+them — all tools if fewer than 50 match —, no synonyms, no pseudo-documents);
+``sparse-only`` is the paper's SLM-Sort baseline (the tag candidates alone, in a random
+order seeded by the query), ``sparse-count`` the same ranked by tags matched. C(q) = the
 candidates the dense path scored (the whole pool for the union). Pseudo-documents read only
 ``dataset.test_fraction``'s training split (none without it); a training query whose text
 is also held out is left out. ``docs/grail.md`` maps the paper onto the testbed.
@@ -21,6 +23,7 @@ is also held out is left out. ``docs/grail.md`` maps the paper onto the testbed.
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -231,11 +234,41 @@ class GrailIndex:
             res = self.mean_examples(service)[cand] @ q
         return opts.alpha * ctx + (1.0 - opts.alpha) * res
 
+    def sparse_counts(self, intent: str, service: str, opts: GrailOptions) -> dict[int, int]:
+        """Per tool of C_sparse, how many of the query's predicted tags select it (its
+        sparse score)."""
+        inverted = self.tag_index(service, opts.tag_source, opts.synonyms)
+        counts: dict[int, int] = defaultdict(int)
+        for tag in set(tokenize(intent)):
+            for i in inverted.get(tag, ()):
+                counts[i] += 1
+        return dict(counts)
+
+    def sparse_rank(self, intent: str, service: str, k: int, opts: GrailOptions) -> Ranked:
+        """The sparse path alone (``sparse-only``, the paper's SLM-Sort: the tag candidates
+        in random order, seeded by the query text; ``sparse-count``: by tag count, ties by
+        id). No embedding is computed; C(q) = the candidates."""
+        ids = self.ids[service]
+        counts = self.sparse_counts(intent, service, opts)
+        cand = np.array(sorted(counts), dtype=int)
+        if opts.sparse_only == "count":
+            score = np.array([counts[i] for i in cand])
+            order = cand[np.lexsort((cand, -score))]
+        else:
+            seed = int.from_bytes(hashlib.sha1(intent.encode("utf-8")).digest()[:8], "big")
+            order = np.random.default_rng(seed).permutation(cand)
+        chosen = order if k == 0 else order[:k]
+        tokens = int(self.tokens[service][cand].sum()) if len(cand) else 0
+        return Ranked([ids[i] for i in chosen], len(cand), len(cand),
+                      tokens + approx_tokens(intent))
+
     def rank(self, intent: str, service: str, k: int, opts: GrailOptions = GRAIL_PAPER
              ) -> Ranked:
         ids = self.ids.get(service, [])
         if not ids:
             return Ranked([], 0, 0, 0)
+        if opts.sparse_only:
+            return self.sparse_rank(intent, service, k, opts)
         q = self.encoder([intent])[0]
         cand, scanned = self.candidates(intent, service, q, opts)
         final = self.scores(service, q, cand, opts)

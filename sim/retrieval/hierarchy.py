@@ -14,10 +14,13 @@
   representative tools (k-means medoids of its subtree) and parents score a child by its
   best representative (MaxSim), as ``nodes.authoritative.server`` does with
   ``Delegation.representatives``; every representative scored counts in C(q).
-* ``a2x:SCORER:POLICY`` — A2X progressive multi-branch descent: at every node the children
-  are scored and ``get_one`` (the best), ``get_important`` (min-max normalised score ≥ 0.7,
-  at most 3) or ``get_all`` (normalised score ≥ 0.4) are all descended into; the reached
-  leaves' rankings are merged round-robin in descent order.
+* ``a2x:SCORER:POLICY`` — A2X progressive multi-branch descent, as the resolver's
+  ``search="a2x-POLICY"`` walks it: at every node the server's top-K children (what it
+  refers, with their scores in the scores option) are selected from by ``get_one`` (the
+  best), ``get_important`` (min-max normalised score ≥ 0.7, at most 3) or ``get_all``
+  (normalised score ≥ 0.4), the normalisation over those K (K = 0: all eligible), and all
+  selected are descended into; the reached leaves' top-K lists are merged round-robin in
+  descent order.
 """
 
 from __future__ import annotations
@@ -179,7 +182,9 @@ class InProcessHierarchy:
         return self.leaf(zone, service)[2]
 
     def descend(self, intent: str, service: str, k: int, policy: str) -> Ranked:
-        """A2X progressive multi-branch descent with a child selection policy."""
+        """A2X progressive multi-branch descent with a child selection policy, over the
+        top-K children each zone refers (float32 scores, as the scores option carries
+        them), as the resolver's ``search="a2x-POLICY"`` walks it."""
         tally = _Tally()
         frontier = [TLD]
         while frontier:
@@ -191,8 +196,9 @@ class InProcessHierarchy:
                 _, kids, eligible, index = self._inner(zone, service, intent, tally)
                 if not eligible:
                     continue
-                scores = np.asarray(index.scores(intent), dtype=np.float64)[eligible]
-                nxt += [kids[eligible[i]] for i in select(scores, policy)]
+                top, sc = scored_top_k(index, intent, k, eligible)  # what the server refers
+                scores = np.array([wire_score(x) for x in sc], dtype=np.float64)
+                nxt += [kids[top[i]] for i in select(scores, policy)]
             frontier = nxt
         return tally.ranked(k, by_score=False)
 

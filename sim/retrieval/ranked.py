@@ -14,3 +14,5 @@ class Ranked:
     tools_examined: int
     tokens: int
     leaves: list[str] = field(default_factory=list)
+    # method-specific per-query columns (e.g. seed 003's per-tier times, sim.retrieval.tiered)
+    extra: dict[str, float] = field(default_factory=dict)

@@ -11,15 +11,18 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.files import atomic_write
+from nodes.llmreply import ChatTransport
 from nodes.scoring import Encoder
 from sim.evalspec import EvalScenario, check_method
 from sim.provenance import KEY as PROVENANCE
 from sim.provenance import provenance, utc_now
 from sim.retrieval.dataset import category_map, load_split, sample_queries
 from sim.retrieval.evaluator import EvalConfig, Evaluator
+from sim.retrieval.llm import LLMClient
 from sim.retrieval.summary import markdown_table, summarise
 from topologies.datasets import Row
 from topologies.encoders import disk_cached_encoder
+from topologies.learned import log_coverage, without_held_out
 from topologies.namespace import Namespace
 from topologies.taxonomy import balance_stats
 from topologies.taxonomy_namespace import taxonomy_namespace
@@ -61,10 +64,12 @@ def write_outputs(out: Path, per_query: pd.DataFrame, k: int, meta: dict,
 
 
 def build_namespace(spec: EvalScenario, rows: Sequence[Row], queries: Sequence[Row],
-                    encoder: Encoder | None = None) -> tuple[Namespace, dict]:
-    """The evaluated tree over the catalogue, and its balance statistics."""
+                    encoder: Encoder | None = None, log: Sequence[Row] = (),
+                    chat: ChatTransport | None = None) -> tuple[Namespace, dict]:
+    """The evaluated tree over the catalogue (learned routing reads ``log``, the training
+    queries; ``taxonomy.labels: llm`` asks ``chat``), and its balance statistics."""
     ns = taxonomy_namespace(spec.taxonomy, rows, queries, spec.seed,
-                            f"{spec.name}:{spec.taxonomy.kind}", encoder)
+                            f"{spec.name}:{spec.taxonomy.kind}", encoder, log, chat)
     return ns, balance_stats(ns)
 
 
@@ -77,17 +82,22 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
     rows, train, queries = load_split(spec)
     if not rows:
         raise ValueError("the dataset has no tools")
+    log = spec.taxonomy.routing_log
+    llm = spec.llm  # one client (and its counters) for the labelling and every method
+    chat = LLMClient(llm.url, llm.model, None, llm.timeout, llm.retries,
+                     key_env=llm.key_env) if llm.url else None
     config = EvalConfig(methods=spec.methods, k=spec.k, llm_url=spec.llm.url,
-                        llm_model=spec.llm.model, cache_dir=spec.cache_dir)
+                        llm_model=spec.llm.model, llm_client=chat, cache_dir=spec.cache_dir,
+                        log_per_tool=log.per_tool if log is not None else 10)
     ev_encoder = disk_cached_encoder(spec.cache_dir) if spec.cache_dir else None
-    ns, balance = build_namespace(spec, rows, queries, ev_encoder)
+    # a training query whose text is also a held-out one (the catalogue's queries repeat
+    # 21 texts) stays out of GRAIL's pseudo-documents and learned routing's log: no
+    # evaluated text reaches an index
+    train = without_held_out(train, queries)
+    ns, balance = build_namespace(spec, rows, queries, ev_encoder, train, chat)
     qs = sample_queries(ns.queries, spec.dataset.sample, spec.seed)
     if not qs:
         raise ValueError("no query has a ground-truth tool in the catalogue")
-    # a training query whose text is also a held-out one (the catalogue's queries repeat
-    # 21 texts) stays out of GRAIL's pseudo-documents: no evaluated text reaches an index
-    held_out = {q["query"].strip().lower() for q in queries}
-    train = [r for r in train if r["query"].strip().lower() not in held_out]
     ev = Evaluator(ns, category_map(rows), config, ev_encoder, train)
     for method in spec.methods:  # reject bad method names before anything runs
         check_method(method)
@@ -98,5 +108,10 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
             "spec": spec.model_dump(mode="json")}
     if any(m.startswith("grail") for m in spec.methods):  # what the pseudo-documents read
         meta["grail_train_queries"] = len(train)
+    if spec.taxonomy.routing_log is not None:  # what learned routing read
+        meta["routing_log_queries"] = len(train)
+        meta["routing_log_tools"] = len(log_coverage(ns, train))
+    if chat is not None:  # endpoint (no key), model and exchanges
+        meta["llm"] = chat.stats()
     frames = write_outputs(out, df, spec.k, meta, spec.plots, provenance(started))
     return {"out": out, "balance": balance, **frames}

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 METRICS = ("hit1_cat", "hitk_cat", "hit1_tool", "hitk_tool", "recall_k", "rr", "examined",
-           "examined_frac", "examined_frac_all", "tokens", "time_ms")
+           "examined_frac", "examined_frac_all", "tokens", "time_ms", "disc_acc")
 
 
 def summarise(df: pd.DataFrame, by: Sequence[str] = ("method",)) -> pd.DataFrame:

@@ -150,9 +150,12 @@ def test_llm_scorer_client_against_local_openai_shaped_server() -> None:
         server.server_close()
 
 
-def test_llm_scorer_tolerates_a_malformed_reply() -> None:
+def test_llm_scorer_names_a_malformed_reply() -> None:
+    from nodes.llmreply import LLMError
+
     scorer = LLMScorer(lambda body: {"choices": []})
-    assert list(scorer.index(["a", "b"], ["x", "y"]).scores("q")) == [0.0, 0.0]
+    with pytest.raises(LLMError, match="no choices"):
+        scorer.index(["a", "b"], ["x", "y"]).scores("q")
 
 
 def test_registry_names() -> None:
