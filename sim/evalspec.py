@@ -246,6 +246,9 @@ class EvalScenario(Spec):
             raise ValueError(f"dataset.test_fraction ({frac}) differs from "
                              f"taxonomy.routing_log.test_fraction ({log.test_fraction}): "
                              f"the log is the split's training part; give one value")
+        if log is None and frac is None and "flat-log:dense" in self.methods:
+            raise ValueError("methods: flat-log:dense reads a training query log; set "
+                             "dataset.test_fraction or taxonomy.routing_log")
         return self
 
 

@@ -53,6 +53,8 @@ def test_one_split_per_evaluation_and_per_scenario() -> None:
     with pytest.raises(ValueError, match=r"routing_log\.test_fraction"):
         EvalScenario.model_validate({"dataset": {"test_fraction": 0.3}, "taxonomy": tx})
     EvalScenario.model_validate({"dataset": {"test_fraction": 0.4}, "taxonomy": tx})
+    with pytest.raises(ValueError, match="reads a training query log"):
+        EvalScenario.model_validate({"methods": ["flat-log:dense"]})
     with pytest.raises(ValueError, match="set centroids: true"):
         EvalScenario.model_validate({"taxonomy": {**tx, "centroids": False}})
     sc = load_scenario(ROOT / "scenarios" / "learned-routing.yaml")
