@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nodes.llmreply import ChatTransport, LLMError, answer_text, prompt_tokens
-from nodes.scoring import ScoreIndex, approx_tokens, means_nothing
+from nodes.llmreply import LLMError, answer_text, prompt_tokens
+from nodes.scoring import LLMScorer, ScoreIndex, approx_tokens, means_nothing
 
 #: Prompt A, Appendix A of seed 000 (the TLD server's role).
 TLD_PROMPT = (
@@ -143,28 +143,17 @@ class _RouterIndex:
         return out
 
 
-class LLMRouter:
+class LLMRouter(LLMScorer):
     """A scorer whose ranking is the children (or tools) an LLM names for the intent.
 
     Named items score ``n - rank`` in the model's order, the rest 0 (ties keep the zone's
-    order), at most ``top`` named items count. ``calls``, ``prompt_tokens`` and
-    ``unparsed`` (answers naming no candidate and not saying ``other``; LLMError instead
-    when ``strict``) count as :class:`nodes.scoring.LLMScorer`'s do. Not ``pure``: every
-    query asks the model again."""
+    order), at most ``top`` named items count. Its settings and counters (``calls``,
+    ``prompt_tokens``, ``unparsed``: answers naming no candidate and not saying ``other``;
+    LLMError instead when ``strict``) are :class:`nodes.scoring.LLMScorer`'s; only the
+    prompt and the reading of the answer differ. Not ``pure``: every query asks the model
+    again."""
 
     name = "llm-router"
-
-    def __init__(self, chat: ChatTransport, model: str = "default", top: int = 5,
-                 domain: str = "tools", max_chars: int = 300, strict: bool = False) -> None:
-        self.chat = chat
-        self.model = model
-        self.top = top
-        self.domain = domain
-        self.max_chars = max_chars
-        self.strict = strict
-        self.calls = 0
-        self.prompt_tokens = 0
-        self.unparsed = 0
 
     def index(self, keys: Sequence[str], texts: Sequence[str]) -> ScoreIndex:
         return _RouterIndex(self, keys, texts)
