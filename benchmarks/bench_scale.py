@@ -37,6 +37,8 @@ What it measures
     distinct queries (else every query is new and the caches grow with Q). Prints peak RSS
     (``ru_maxrss``), RSS when the first query starts, wall time (whole run, engine,
     writing) and the peak against the smallest Q's; ``--timeout`` stops a run (reported).
+    ``--cold`` runs ``rate``'s scenario instead (caches off: every discovery walks the
+    whole tree), e.g. the issue's 10^6 tools × 10^6 queries on cold caches.
 
 Run
     python3 benchmarks/bench_scale.py rate                      # ~1 min
@@ -48,6 +50,7 @@ Run
     python3 benchmarks/bench_scale.py growth --catalog FILE --sizes 25000 1000000
     python3 benchmarks/bench_scale.py memory                    # 10^5 tools, Q = 10^4 … 10^6
     python3 benchmarks/bench_scale.py memory --tools 1000000 --counts 1000000 --timeout 900
+    python3 benchmarks/bench_scale.py memory --cold --tools 1000000 --counts 10000 1000000
 """
 
 from __future__ import annotations
@@ -349,17 +352,23 @@ def _memory_child(args: argparse.Namespace) -> dict[str, Any]:
         return timed
 
     EngineInfo.load = engine  # type: ignore[method-assign]
-    sc = _scenario(args.tools, args).with_overrides({"workload.pool": args.pool})
+    if args.cold:
+        from sim.scenario import Scenario
+
+        sc = Scenario.model_validate(_rate_scenario(args.tools, args.queries, False, args.pool))
+    else:
+        sc = _scenario(args.tools, args).with_overrides({"workload.pool": args.pool})
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         t0 = time.perf_counter()
         result = runner.run_scenario(sc, engine="simpy", out_dir=Path(tmp) / "run")
         total = time.perf_counter() - t0
         size = (Path(tmp) / "run" / "results.csv").stat().st_size
-    scheme = result.summary["schemes"]["tooldns"]
+    name = sc.schemes[0].name
+    scheme = result.summary["schemes"][name]
     return {"queries": args.queries, "tools": args.tools, "total_s": total,
             "sim_s": marks["sim_s"], "after_s": t0 + total - marks["sim_end"],
             "sim_mib": marks["sim_rss"], "peak_mib": _rss_mib(),
-            "completed": result.summary["replay"]["tooldns"]["completed"],
+            "completed": result.summary["replay"][name]["completed"],
             "success": scheme["success"], "csv_mib": size / 2**20}
 
 
@@ -369,15 +378,22 @@ def memory(args: argparse.Namespace) -> int:
         print(json.dumps(_memory_child(args)))
         return 0
     print(_machine())
-    print(f"scenario: growth's (synthetic, branching {args.branching}, depth "
-          f"{_depth(args.tools, args)}, {args.tools:,} tools, one cached ToolDNS scheme, "
-          f"K = 3, {args.agents} closed-loop agents, a pool of {args.pool:,} distinct queries "
-          f"so caches stop growing), simpy, written to a temporary folder\n")
+    if args.cold:
+        print(f"scenario: the rate yardstick's (synthetic, branching 10, depth 3, "
+              f"{args.tools:,} tools, BM25, resolver cache and packet cache off, K = 3, 16 "
+              f"closed-loop agents, a pool of {args.pool:,} intents), simpy, written to a "
+              f"temporary folder\n")
+    else:
+        print(f"scenario: growth's (synthetic, branching {args.branching}, depth "
+              f"{_depth(args.tools, args)}, {args.tools:,} tools, one cached ToolDNS scheme, "
+              f"K = 3, {args.agents} closed-loop agents, a pool of {args.pool:,} distinct "
+              f"queries so caches stop growing), simpy, written to a temporary folder\n")
     rows = []
     for q in args.counts:
         cmd = [sys.executable, __file__, "memory", "--child", "1", "--tools", str(args.tools),
                "--queries", str(q), "--agents", str(args.agents), "--branching",
-               str(args.branching), "--depth", str(args.depth), "--pool", str(args.pool)]
+               str(args.branching), "--depth", str(args.depth), "--pool", str(args.pool),
+               *(["--cold"] if args.cold else [])]
         t = time.perf_counter()
         row = _child_row(cmd, f"Q={q:,}", args.timeout)
         if row is None:
@@ -429,6 +445,8 @@ def main() -> int:
     m.add_argument("--branching", type=int, default=10)
     m.add_argument("--depth", type=int, default=0, help="0: log10(N) - 2, at least 1")
     m.add_argument("--timeout", type=float, default=3600.0, help="seconds per count")
+    m.add_argument("--cold", action="store_true", help="the rate yardstick's scenario "
+                   "(BM25, depth 3, resolver cache and packet cache off) instead of growth's")
     m.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     m.set_defaults(func=memory, catalog=None)
     args = p.parse_args()

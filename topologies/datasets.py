@@ -274,12 +274,14 @@ def namespace_from_paths(
     ns = Namespace(zones=zones, tools=tools, queries=[], origin=origin)
     fill_summaries(ns)
     assign_endpoints(ns)
+    kept: list[Query] = []
     for i, q in enumerate(queries):
         truth = tuple(t for t in q["tool_ids"] if t in tools)
         if truth:
-            ns.queries.append(Query(id=f"q{q.get('line', i + 1)}", text=q["query"],
-                                    service=tools[truth[0]].service, truth=truth,
-                                    source=q.get("source", "file")))
+            kept.append(Query(id=f"q{q.get('line', i + 1)}", text=q["query"],
+                              service=tools[truth[0]].service, truth=truth,
+                              source=q.get("source", "file")))
+    ns.queries = kept
     return ns
 
 

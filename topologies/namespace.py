@@ -9,6 +9,7 @@ tree) and :mod:`topologies.rogue` (a rogue publisher's look-alikes).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, overload
 
@@ -74,7 +75,7 @@ class Namespace:
 
     zones: dict[str, ZoneNode]
     tools: dict[str, Tool]
-    queries: list[Query]
+    queries: Sequence[Query]  # a list, or a synthetic namespace's DrawnQueries
     origin: str = ""
     rogue: set[str] = field(default_factory=set)  # ids of a rogue publisher's tools
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
+from collections.abc import Callable, Iterator, Sequence
+from typing import overload
 
 from nodes.dns.wire import SERVICES
 from topologies.addresses import assign_endpoints
@@ -73,6 +75,15 @@ def synthetic(
     ns = build.namespace(f"synthetic(n={n_tools},b={branching},d={depth},seed={seed})")
     build.add_queries(ns, n_queries)
     return ns
+
+
+def path_vocab(vocab: dict[str, list[str]], zone: str) -> list[list[str]]:
+    """The words of each zone from the top level down to ``zone``."""
+    out, z = [], zone
+    while z != TLD:
+        out.append(vocab[z])
+        z = z.split(".", 1)[1]
+    return out[::-1]
 
 
 class _Builder:
@@ -152,24 +163,13 @@ class _Builder:
         return ns
 
     def add_queries(self, ns: Namespace, n_queries: int) -> None:
-        """Queries naming a drawn tool: one word of each zone on its path, then its name."""
-        rng, tools = self.rng, self.tools
-        ids = sorted(tools)
-        for q in range(n_queries):
-            tool = tools[ids[rng.randrange(len(ids))]]
-            levels = self.path_vocab(tool.zone)
-            path = [rng.choice(v) for v in levels]
-            ns.queries.append(Query(id=f"g{q}", text=self.word.intent(path, tool.name),
-                                    service=tool.service, truth=(tool.id,),
-                                    source="generated"))
+        """The queries, drawn on demand (:class:`DrawnQueries`): the last draws of ``rng``."""
+        ns.queries = DrawnQueries(self.rng.getstate(), n_queries, self.tools, self.vocab,
+                                  self.word.intent)
 
     def path_vocab(self, zone: str) -> list[list[str]]:
         """The words of each zone from the top level down to ``zone``."""
-        out, z = [], zone
-        while z != TLD:
-            out.append(self.vocab[z])
-            z = z.split(".", 1)[1]
-        return out[::-1]
+        return path_vocab(self.vocab, zone)
 
     def make_tool(self, i: int, zone: str, org: str, extra: list[str]) -> Tool:
         """The draws of ``own = word()``, ``rng.sample(own level's words, min(3, n))``,
@@ -232,3 +232,68 @@ class _Builder:
                                       service=service, zone=zone, slug=own, org=org,
                                       port=_PORTS[r])
         return tool
+
+
+class DrawnQueries(Sequence[Query]):
+    """A synthetic namespace's queries, drawn when they are read, always the same ones.
+
+    Each query names a drawn tool: one drawn word of each zone on its path, then its name.
+    The generator's state before the first query is kept, and every read draws the queries
+    again from a copy of it: the same draws in the same order as drawing them all at once.
+    Reading in order (iteration, :meth:`take`) holds one query at a time, so a run whose
+    pool is a few thousand of 10^6 drawn queries does not hold all of them (~250 bytes
+    each); indexing draws them all once and keeps them.
+    """
+
+    def __init__(self, state: tuple, n: int, tools: dict[str, Tool],
+                 vocab: dict[str, list[str]], intent: Callable[[list[str], str], str]) -> None:
+        self._state, self._n, self._tools = state, n, tools
+        self._vocab, self._intent = vocab, intent  # zone -> its words; a static method
+        self._ids = sorted(tools)
+        self._all: list[Query] | None = None
+
+    def _draw(self) -> Iterator[Query]:
+        rng = random.Random()
+        rng.setstate(self._state)
+        tools, ids, vocab, intent = self._tools, self._ids, self._vocab, self._intent
+        for q in range(self._n):
+            tool = tools[ids[rng.randrange(len(ids))]]
+            path = [rng.choice(v) for v in path_vocab(vocab, tool.zone)]
+            yield Query(id=f"g{q}", text=intent(path, tool.name), service=tool.service,
+                        truth=(tool.id,), source="generated")
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __eq__(self, other: object) -> bool:  # equal to any sequence of the same items
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, like a list
+
+    def __iter__(self) -> Iterator[Query]:
+        return iter(self._all) if self._all is not None else self._draw()
+
+    @overload
+    def __getitem__(self, i: int) -> Query: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Query]: ...
+    def __getitem__(self, i: int | slice) -> Query | list[Query]:
+        if self._all is None:
+            self._all = list(self._draw())
+        return self._all[i]
+
+    def take(self, indices: Sequence[int]) -> list[Query]:
+        """The queries at ``indices``, in that order; the others are drawn only to pass."""
+        want = set(indices)
+        if want and (min(want) < 0 or max(want) >= self._n):
+            raise IndexError(f"query index out of range 0..{self._n - 1}")
+        last = max(want, default=-1)
+        found: dict[int, Query] = {}
+        for i, q in enumerate(self):
+            if i > last:
+                break
+            if i in want:
+                found[i] = q
+        return [found[i] for i in indices]

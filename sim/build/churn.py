@@ -343,7 +343,7 @@ def _new_address(i: int) -> str:
 WHERE = "workload.churn"
 
 
-def plan_churn(sc: Scenario, ns: Namespace, jobs: list[Job]
+def plan_churn(sc: Scenario, ns: Namespace, jobs: Sequence[Job]
                ) -> tuple[ChurnSchedule, list[Job]]:
     """The run's changes (drawn from the seed) and the jobs with the probes appended.
     Raises :class:`ScenarioError` for what cannot run, before anything runs."""
@@ -450,7 +450,7 @@ def _change(i: int, e: int, ev: ChurnEvent, z: str, live: dict[str, list[ToolRec
                   f"{tool.name} {tool.description}", old, new)
 
 
-def _with_probes(jobs: list[Job], changes: list[Change], probes: ChurnProbes
+def _with_probes(jobs: Sequence[Job], changes: list[Change], probes: ChurnProbes
                  ) -> tuple[list[Job], dict[int, int]]:
     """The jobs with every change's probe jobs appended, and probe job index -> change."""
     out = list(jobs)

@@ -3,6 +3,7 @@ requests), and the scenario's authoritative servers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from analysis.files import atomic_write
@@ -57,7 +58,7 @@ def _config(sc: Scenario, scheme: SchemeSpec, ns: Namespace, anchor: str,
 
 
 def _plan(sc: Scenario, scheme: SchemeSpec, hierarchy: Hierarchy, network: Network,
-          jobs: list[Job], dns_port: int) -> RunPlan:
+          jobs: Sequence[Job], dns_port: int) -> RunPlan:
     """The plan's frame: who is where, the jobs and the nodes' processing times."""
     processing = sc.network.processing
     return RunPlan(
@@ -71,7 +72,7 @@ def _plan(sc: Scenario, scheme: SchemeSpec, hierarchy: Hierarchy, network: Netwo
     )
 
 
-def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: list[Job],
+def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: Sequence[Job],
               dns_port: int = 53, hierarchy: Hierarchy | None = None
               ) -> tuple[RunPlan, Network]:
     """One scheme's plan. ``hierarchy``: servers built earlier in this run, reused (and

@@ -96,7 +96,7 @@ class RunPlan:
     agent_order: list[str]  # agent index -> address
     role_of: dict[str, str]  # address -> placement role id
     path: PathModel
-    jobs: list[Job]
+    jobs: Sequence[Job]
     requests: Mapping[int, Discovery]  # job index -> request (:class:`Requests`)
     warm_services: tuple[str, ...] = ()
     closed_loop: bool = False

@@ -8,18 +8,21 @@ timestamped trace. Phases repeat the same sequence so cache warm-up shows.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import random
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import cast, overload
 
 import numpy as np
 
 from sim.errors import ScenarioError, shown
 from sim.scenario import Scenario
 from topologies.namespace import Namespace, Query
+from topologies.synthetic import DrawnQueries
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +93,22 @@ def query_pool(sc: Scenario, ns: Namespace) -> list[Query]:
     check_query_file(sc)
     rng = random.Random(f"pool-{sc.seed}")
     wl = sc.workload
-    from_file = bool(ns.queries) and ns.queries[0].source != "generated"
+    first = next(iter(ns.queries), None)
+    from_file = first is not None and first.source != "generated"
     if wl.source == "file" and not from_file:
         raise ScenarioError(NO_QUERY_FILE)
-    if ns.queries and not (wl.source == "generated" and from_file):
-        pool = list(ns.queries)  # a query file, or a synthetic namespace's own queries
-    else:
-        pool = generated_queries(ns, wl.pool or wl.queries, rng)
+    own = first is not None and not (wl.source == "generated" and from_file)
+    if own and wl.pool and wl.split is None and not wl.services:
+        # Shuffling depends only on the length: shuffle positions, then make only the
+        # pool's queries (a synthetic namespace draws them again: DrawnQueries.take).
+        order = array("q", range(len(ns.queries)))
+        rng.shuffle(order)
+        picked, queries = order[: wl.pool], ns.queries
+        if isinstance(queries, DrawnQueries):
+            return queries.take(picked)
+        return [queries[i] for i in picked]
+    # a query file, or a synthetic namespace's own queries; else made from descriptions
+    pool = list(ns.queries) if own else generated_queries(ns, wl.pool or wl.queries, rng)
     if wl.split is not None:
         pool = split_part(pool, ns, wl.split.part, wl.split.test_fraction, sc.seed)
     if wl.services:
@@ -138,29 +150,104 @@ def _trace(path: str, pool: list[Query]) -> list[tuple[float, Query]]:
     return sorted(out, key=lambda x: x[0])
 
 
-def build_jobs(sc: Scenario, ns: Namespace, n_agents: int) -> list[Job]:
-    """All jobs of all phases, in schedule order."""
+class Jobs(Sequence[Job]):
+    """All jobs of all phases in schedule order, each made when it is read.
+
+    A run of 10^6 discoveries would hold 10^6 :class:`Job` objects (~110 bytes each); this
+    holds the pool and one small number per job (its pool position, time and think time)
+    and makes the same jobs on demand: job ``j`` of phase ``p`` is the ``i``-th draw
+    (``j`` = the jobs of earlier phases + ``i``), asked by agent ``i % agents`` at
+    ``times[i] + p * span`` (``times`` None: a closed loop, ``at`` None) after
+    ``thinks[j]`` (None: no think time).
+    """
+
+    def __init__(self, pool: list[Query], picks: np.ndarray, times: np.ndarray | None,
+                 thinks: np.ndarray | None, counts: list[int], span: float,
+                 agents: int) -> None:
+        self.pool, self.picks, self.times, self.thinks = pool, picks, times, thinks
+        self.counts, self.span, self.agents = counts, span, agents
+        self.starts = [sum(counts[:p]) for p in range(len(counts))]  # first index per phase
+        self._n = sum(counts)
+
+    def _job(self, j: int, phase: int, i: int) -> Job:
+        thinks, times = self.thinks, self.times
+        return Job(index=j, phase=phase, agent=i % self.agents,
+                   query=self.pool[int(self.picks[i])],
+                   at=None if times is None else float(times[i]) + phase * self.span,
+                   think=0.0 if thinks is None else float(thinks[j]))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __eq__(self, other: object) -> bool:  # equal to any sequence of the same items
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, like a list
+
+    @overload
+    def __getitem__(self, j: int) -> Job: ...
+    @overload
+    def __getitem__(self, j: slice) -> list[Job]: ...
+    def __getitem__(self, j: int | slice) -> Job | list[Job]:
+        if isinstance(j, slice):
+            return [self[k] for k in range(*j.indices(self._n))]
+        if j < 0:
+            j += self._n
+        if not 0 <= j < self._n:
+            raise IndexError(f"job {j} of {self._n}")
+        phase = bisect.bisect_right(self.starts, j) - 1
+        return self._job(j, phase, j - self.starts[phase])
+
+    def __iter__(self) -> Iterator[Job]:
+        for phase, (start, count) in enumerate(zip(self.starts, self.counts, strict=True)):
+            for i in range(count):
+                yield self._job(start + i, phase, i)
+
+    def of_agent(self, agent: int) -> Iterator[Job]:
+        """Agent ``agent``'s jobs, in order, without reading the others."""
+        for phase, (start, count) in enumerate(zip(self.starts, self.counts, strict=True)):
+            for i in range(agent, count, self.agents):
+                yield self._job(start + i, phase, i)
+
+
+def jobs_of(jobs: Sequence[Job], agent: int) -> Iterator[Job]:
+    """The jobs of ``agent`` among ``jobs``, in order."""
+    if isinstance(jobs, Jobs):
+        return jobs.of_agent(agent)
+    return (j for j in jobs if j.agent == agent)
+
+
+def build_jobs(sc: Scenario, ns: Namespace, n_agents: int) -> Jobs:
+    """All jobs of all phases, in schedule order (made on demand: :class:`Jobs`)."""
     pool = query_pool(sc, ns)
     rng = np.random.default_rng([sc.seed, 7])
     arrival = sc.workload.arrival
+    times: np.ndarray | None = None  # closed loop: every job at 0
     if arrival.process == "trace":
         assert arrival.trace is not None
-        base = _trace(arrival.trace, pool)
+        traced = _trace(arrival.trace, pool)
+        times = np.array([t for t, _ in traced], dtype=float)
+        pool = [q for _, q in traced]
+        picks = np.arange(len(pool))
     else:
         picks = _picks(sc, len(pool), rng)
         if arrival.process == "poisson":
             times = np.cumsum(rng.exponential(1.0 / arrival.rate, size=len(picks)))
-        else:
-            times = np.zeros(len(picks))
-        base = [(float(t), pool[int(i)]) for t, i in zip(times, picks, strict=True)]
-    span = (base[-1][0] if base else 0.0) + sc.workload.gap
-    jobs: list[Job] = []
-    for phase in range(sc.workload.phases):
-        for i, (t, q) in enumerate(base):
-            at = t + phase * span
-            if sc.duration is not None and at > sc.duration:
-                break
-            think = float(rng.exponential(arrival.think)) if arrival.think > 0 else 0.0
-            jobs.append(Job(index=len(jobs), phase=phase, agent=i % n_agents, query=q,
-                            at=None if arrival.process == "closed" else at, think=think))
-    return jobs
+    n = len(picks)
+    picks = picks.astype(np.int32 if len(pool) < 2**31 else np.int64)  # 4 bytes a job
+    span = (float(times[-1]) if times is not None and n else 0.0) + sc.workload.gap
+    counts = []
+    for phase in range(sc.workload.phases):  # a phase stops at the first job past duration
+        count = n
+        if sc.duration is not None and times is None:
+            count = n if 0.0 + phase * span <= sc.duration else 0
+        elif sc.duration is not None and times is not None:
+            count = int(np.searchsorted([float(t) + phase * span for t in times],
+                                        sc.duration, side="right"))
+        counts.append(count)
+    # think times in job order, the same draws one by one or in a block
+    thinks = (rng.exponential(arrival.think, size=sum(counts)) if arrival.think > 0
+              else None)
+    return Jobs(pool, picks, times, thinks, counts, span, n_agents)

@@ -4,6 +4,7 @@ without running: every problem (exit 2), then warnings about suspicious values."
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,7 +61,7 @@ def build_checks(sc: Scenario, file: str) -> str | None:
     from sim.build.namespace import build_namespace, start_zone
     from sim.build.plan import make_plan, scenario_hierarchy
     from sim.build.sessions import check_session_tools
-    from sim.build.workload import build_jobs, check_query_file
+    from sim.build.workload import Job, build_jobs, check_query_file
     from sim.engines.catalog import engine_info
     from sim.errors import ScenarioError, in_file
     from sim.limits import zone_count
@@ -82,7 +83,7 @@ def build_checks(sc: Scenario, file: str) -> str | None:
                     f"checked against {where} when a run builds it"
                     if _needs_namespace(sc) else None)
         built = build_namespace(sc)  # the run's order (sim.run.runner.prepare)
-        jobs = build_jobs(sc, built, sc.network.agents)
+        jobs: Sequence[Job] = build_jobs(sc, built, sc.network.agents)
         if sc.workload.churn is not None:
             from sim.build.churn import plan_churn
 

@@ -32,7 +32,7 @@ import gc
 import itertools
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -84,7 +84,7 @@ class HostPart:
     agent_order: list[str]
     role_of: dict[str, str]
     path: PathModel
-    jobs: list[Job]
+    jobs: Sequence[Job]
     requests: dict[int, Discovery]
     node_index: dict[str, int]  # address -> stream number of its link RNG
     zone_of: dict[str, str] = field(default_factory=dict)  # of this part's servers

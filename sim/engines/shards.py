@@ -91,6 +91,7 @@ import io
 import pickle
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,7 +140,7 @@ class SharedBuild:
 
     scenario: dict  # the scenario as JSON data
     ns: Namespace
-    jobs: list[Job]
+    jobs: Sequence[Job]
     hierarchy: Hierarchy | None  # the schemes' shared servers; None: built per scheme (dense)
 
 

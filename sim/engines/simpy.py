@@ -17,7 +17,7 @@ The exchange is marked on its Step (``conn``, ``opened``) for the accounting.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from time import perf_counter
 
 import numpy as np
@@ -33,7 +33,7 @@ from sim.accounting import IPV4, TCP, TCP_SYN, TCP_TS, UDP
 from sim.build.faults import registry_address, registry_order
 from sim.build.registries import TlsSizes
 from sim.build.runplan import AGENT_PORT, RunPlan
-from sim.build.workload import Job
+from sim.build.workload import Job, jobs_of
 from sim.engines.base import EngineOutput
 from sim.sockets.dotpool import DotConnection, DotPool
 from topologies.gcpause import gc_paused
@@ -52,8 +52,8 @@ def replay(env: simpy.Environment, plan: RunPlan, ask: Callable[[Job], None],
     """Schedule the workload: each agent's jobs one after another (closed loop; the
     engine succeeds ``done_events[job]`` when a job finishes) or at their times from t0."""
     if plan.closed_loop:
-        def agent_loop(jobs: list[Job]) -> Generator[simpy.Event, object, None]:
-            for job in jobs:
+        def agent_loop(jobs: Iterator[Job]) -> Generator[simpy.Event, object, None]:
+            for job in jobs:  # made one at a time (workload.Jobs), not held for the run
                 done = done_events[job.index] = env.event()
                 ask(job)
                 yield done
@@ -61,7 +61,7 @@ def replay(env: simpy.Environment, plan: RunPlan, ask: Callable[[Job], None],
                     yield env.timeout(job.think)
 
         for a in range(len(plan.agent_order)):
-            env.process(agent_loop([j for j in plan.jobs if j.agent == a]))
+            env.process(agent_loop(jobs_of(plan.jobs, a)))
     else:
         def asking(job: Job) -> Callback:
             return lambda _e: ask(job)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from nodes.authoritative.memo import memo_off
@@ -13,7 +15,7 @@ from sim.schemes import SchemeSpec
 from topologies.namespace import Namespace
 
 
-def calibrate(sc: Scenario, ns: Namespace, jobs: list[Job], scheme: SchemeSpec | None = None,
+def calibrate(sc: Scenario, ns: Namespace, jobs: Sequence[Job], scheme: SchemeSpec | None = None,
               sample: int = 60, hierarchy: Hierarchy | None = None) -> dict[str, float]:
     """Median measured cost per node kind from a short simulated pre-run of ``scheme``
     (default: the first) over the first ``sample`` jobs (seconds)."""

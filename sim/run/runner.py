@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -84,7 +84,7 @@ class Run:
     info: EngineInfo
     execute: Engine
     ns: Namespace
-    jobs: list[Job]
+    jobs: Sequence[Job]
     lookups: Lookups
     live_port: int
     churn: ChurnSchedule | None = None  # tools changed during the run (sim.build.churn)
@@ -163,7 +163,7 @@ def prepare(sc: Scenario, engine: str, out: Path, live_port: int = 15353,
     ns = build_namespace(sc)
     log.info("namespace %s: %d tools, %d zones in %.2f s", ns.origin, len(ns.tools),
              len(ns.zones), time.perf_counter() - built)
-    jobs = build_jobs(sc, ns, sc.network.agents)
+    jobs: Sequence[Job] = build_jobs(sc, ns, sc.network.agents)
     check_engine(sc, engine, info, capture)
     churn = None  # sim.build.churn: tools changed during the run, probes appended to the jobs
     if sc.workload.churn is not None:

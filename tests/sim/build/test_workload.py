@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from sim.build.namespace import build_namespace, start_zone
-from sim.build.workload import build_jobs, generated_queries
+from sim.build.workload import Job, Jobs, build_jobs, generated_queries, jobs_of, query_pool
 from sim.errors import ScenarioError
 from sim.run.runner import run_scenario
 from sim.scenario import Scenario
+from topologies.synthetic import DrawnQueries
 
 
 def _sc(**workload: object) -> Scenario:
@@ -103,3 +104,84 @@ def test_org_trust_policy_starts_at_the_org_zone_and_returns_only_its_tools(
     assert returned and all(ns.tools[t].org == org for t in returned)
     with pytest.raises(ScenarioError, match=r"trust\.org"):
         start_zone(sc.with_overrides({"trust.policy": "org", "trust.org": "nobody"}), ns)
+
+
+# ---------------------------------------------------------------- made on demand, the same
+
+def _eager_jobs(sc: Scenario, ns: object, n_agents: int) -> list[Job]:
+    """The jobs as they were built before :class:`Jobs`: every Job made up front, one think
+    draw per job (the reference the lazy sequence must equal)."""
+    from sim.build.workload import _picks, _trace, query_pool
+
+    pool = query_pool(sc, ns)  # type: ignore[arg-type]
+    rng = np.random.default_rng([sc.seed, 7])
+    arrival = sc.workload.arrival
+    if arrival.process == "trace":
+        base = _trace(str(arrival.trace), pool)
+    else:
+        picks = _picks(sc, len(pool), rng)
+        times = (np.cumsum(rng.exponential(1.0 / arrival.rate, size=len(picks)))
+                 if arrival.process == "poisson" else np.zeros(len(picks)))
+        base = [(float(t), pool[int(i)]) for t, i in zip(times, picks, strict=True)]
+    span = (base[-1][0] if base else 0.0) + sc.workload.gap
+    jobs: list[Job] = []
+    for phase in range(sc.workload.phases):
+        for i, (t, q) in enumerate(base):
+            at = t + phase * span
+            if sc.duration is not None and at > sc.duration:
+                break
+            think = float(rng.exponential(arrival.think)) if arrival.think > 0 else 0.0
+            jobs.append(Job(index=len(jobs), phase=phase, agent=i % n_agents, query=q,
+                            at=None if arrival.process == "closed" else at, think=think))
+    return jobs
+
+
+@pytest.mark.parametrize("workload,duration", [
+    ({"arrival": {"process": "closed", "think": 0.3}, "phases": 2}, None),
+    ({"arrival": {"process": "closed", "think": 0.0}, "pool": 37}, None),
+    ({"arrival": {"process": "poisson", "rate": 40.0}, "phases": 3, "gap": 2.0}, 17.0),
+    ({"arrival": {"process": "poisson", "rate": 40.0, "think": 0.1}, "popularity": "zipf",
+      "pool": 60}, 4.0),
+    ({"arrival": {"process": "closed"}, "phases": 3, "gap": 1.0}, 1.5),
+])
+def test_jobs_made_on_demand_equal_the_jobs_made_up_front(workload: dict,
+                                                         duration: float | None) -> None:
+    sc = _sc(**workload).with_overrides({"duration": duration})
+    ns = build_namespace(sc)
+    jobs, eager = build_jobs(sc, ns, 5), _eager_jobs(sc, ns, 5)
+    assert isinstance(jobs, Jobs) and len(jobs) == len(eager) > 0
+    assert list(jobs) == eager and jobs == eager
+    assert [jobs[i] for i in range(len(jobs))] == eager and jobs[-1] == eager[-1]
+    assert jobs[3:9] == eager[3:9]
+    for a in range(5):  # what each agent's loop reads
+        assert list(jobs_of(jobs, a)) == [j for j in eager if j.agent == a]
+    with pytest.raises(IndexError):
+        jobs[len(jobs)]
+
+
+def test_trace_jobs_equal_the_jobs_made_up_front(tmp_path: Path) -> None:
+    sc = _sc(queries=5, phases=2, gap=1.0)
+    ns = build_namespace(sc)
+    trace = tmp_path / "trace.csv"
+    trace.write_text("time,query\n" + "".join(f"{t},{ns.queries[i].id}\n"
+                                              for t, i in ((0.5, 0), (0.1, 3), (2.0, 0))))
+    sc = sc.with_overrides({"workload.arrival.process": "trace",
+                            "workload.arrival.trace": str(trace), "duration": 3.5})
+    assert list(build_jobs(sc, ns, 2)) == _eager_jobs(sc, ns, 2)
+
+
+def test_a_pool_is_the_same_when_only_its_queries_are_drawn() -> None:
+    """With ``workload.pool`` the positions are shuffled and only the pool's queries made;
+    the pool equals shuffling all drawn queries and taking the first ones."""
+    sc = _sc(queries=3000, pool=50)
+    ns = build_namespace(sc)
+    assert isinstance(ns.queries, DrawnQueries) and len(ns.queries) == 3000
+    everything = list(ns.queries)
+    random.Random(f"pool-{sc.seed}").shuffle(everything)
+    assert query_pool(sc, ns) == everything[:50]
+    assert ns.queries._all is None  # nothing kept: iteration and take draw again
+    drawn = list(ns.queries)
+    assert ns.queries.take([7, 2, 7]) == [drawn[7], drawn[2], drawn[7]]
+    assert ns.queries[2999] == drawn[2999]  # indexing draws all once and keeps them
+    assert ns.queries._all is not None
+    assert ns.queries == drawn and ns.queries != drawn[:-1]
