@@ -37,7 +37,8 @@ What it measures
     distinct queries (else every query is new and the caches grow with Q). Prints peak RSS
     (``ru_maxrss``), RSS when the first query starts, wall time (whole run, engine,
     writing) and the peak against the smallest Q's; ``--timeout`` stops a run (reported).
-    ``--cold`` runs ``rate``'s scenario instead (caches off: every discovery walks the
+    ``--poisson R`` replays an open loop (Poisson arrivals at R per second) instead of the
+    closed loop; ``--cold`` runs ``rate``'s scenario instead (caches off: every discovery walks the
     whole tree), e.g. the issue's 10^6 tools × 10^6 queries on cold caches.
 
 Run
@@ -358,6 +359,9 @@ def _memory_child(args: argparse.Namespace) -> dict[str, Any]:
         sc = Scenario.model_validate(_rate_scenario(args.tools, args.queries, False, args.pool))
     else:
         sc = _scenario(args.tools, args).with_overrides({"workload.pool": args.pool})
+    if args.poisson:
+        sc = sc.with_overrides({"workload.arrival": {"process": "poisson",
+                                                     "rate": args.poisson}})
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         t0 = time.perf_counter()
         result = runner.run_scenario(sc, engine="simpy", out_dir=Path(tmp) / "run")
@@ -388,12 +392,14 @@ def memory(args: argparse.Namespace) -> int:
               f"{_depth(args.tools, args)}, {args.tools:,} tools, one cached ToolDNS scheme, "
               f"K = 3, {args.agents} closed-loop agents, a pool of {args.pool:,} distinct "
               f"queries so caches stop growing), simpy, written to a temporary folder\n")
+    if args.poisson:
+        print(f"arrivals: an open loop, Poisson at {args.poisson:g}/s (not the closed loop)\n")
     rows = []
     for q in args.counts:
         cmd = [sys.executable, __file__, "memory", "--child", "1", "--tools", str(args.tools),
                "--queries", str(q), "--agents", str(args.agents), "--branching",
                str(args.branching), "--depth", str(args.depth), "--pool", str(args.pool),
-               *(["--cold"] if args.cold else [])]
+               "--poisson", str(args.poisson), *(["--cold"] if args.cold else [])]
         t = time.perf_counter()
         row = _child_row(cmd, f"Q={q:,}", args.timeout)
         if row is None:
@@ -445,6 +451,8 @@ def main() -> int:
     m.add_argument("--branching", type=int, default=10)
     m.add_argument("--depth", type=int, default=0, help="0: log10(N) - 2, at least 1")
     m.add_argument("--timeout", type=float, default=3600.0, help="seconds per count")
+    m.add_argument("--poisson", type=float, default=0.0, help="an open loop: Poisson "
+                   "arrivals at this rate per second instead of the closed loop")
     m.add_argument("--cold", action="store_true", help="the rate yardstick's scenario "
                    "(BM25, depth 3, resolver cache and packet cache off) instead of growth's")
     m.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)

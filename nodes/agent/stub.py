@@ -26,7 +26,7 @@ from typing import Literal
 from dnslib import RCODE, DNSHeader, DNSQuestion, DNSRecord
 
 from nodes.dns.codec import parse_message
-from nodes.dns.message import TYPE_A, TYPE_SRV, encode_query, parse_response
+from nodes.dns.message import TYPE_A, TYPE_SRV, Message, derive, encode_query, parse_response
 from nodes.dns.wire import (
     DEFAULT_EDNS_SIZE,
     DEFAULT_OPTION_CODE,
@@ -201,17 +201,9 @@ class StubAgent:
         if p.qtype in (TYPE_A, TYPE_AAAA):
             self._on_address(p, msg, now)
             return
-        addresses = {normalise(rr.rname): str(rr.rdata) for rr in msg.ar if rr.rtype == TYPE_A}
-        v6 = ({normalise(rr.rname): str(rr.rdata) for rr in msg.ar if rr.rtype == TYPE_AAAA}
-              if self.aaaa else {})
-        p.result.endpoints = [
-            Endpoint(normalise(rr.rdata.target), addresses.get(normalise(rr.rdata.target)),
-                     rr.rdata.port, rr.rdata.priority, rr.rdata.weight,
-                     normalise(rr.rdata.target).split(".", 1)[1],
-                     address6=v6.get(normalise(rr.rdata.target)))
-            for rr in msg.rr if rr.rtype == TYPE_SRV
-        ]
-        p.result.endpoints.sort(key=_PRIORITY)  # the rank, whatever order the RRset came in
+        aaaa = self.aaaa
+        p.result.endpoints = list(derive(msg, ("stub endpoints", aaaa),
+                                         lambda: _endpoints(msg, aaaa)))
         p.result.rcode = RCODE[msg.header.rcode]
         missing = list(dict.fromkeys(e.target for e in p.result.endpoints if e.address is None))
         missing6 = (list(dict.fromkeys(e.target for e in p.result.endpoints
@@ -226,7 +218,7 @@ class StubAgent:
             return
         self._finish(p.result, now, p.result.rcode, None)
 
-    def _on_address(self, p: _Pending, msg: DNSRecord, now: float) -> None:
+    def _on_address(self, p: _Pending, msg: DNSRecord | Message, now: float) -> None:
         """An A or AAAA answer of the address round: fill in the target's endpoints. A
         missing A is an error; a missing AAAA (NODATA) leaves the target IPv4-only."""
         a = next((str(rr.rdata) for rr in msg.rr if rr.rtype == p.qtype
@@ -249,3 +241,20 @@ class StubAgent:
     def _finish(self, result: StubResult, now: float, rcode: str, error: str | None) -> None:
         result.finished, result.rcode, result.error = now, rcode, error
         self._done.append(result)
+
+
+def _endpoints(msg: DNSRecord | Message, aaaa: bool) -> tuple[Endpoint, ...]:
+    """The SRV answers of a reply with the A (and, with ``aaaa``, AAAA) records of their
+    targets, by priority (the rank, whatever order the RRset came in)."""
+    addresses = {normalise(rr.rname): str(rr.rdata) for rr in msg.ar if rr.rtype == TYPE_A}
+    v6 = ({normalise(rr.rname): str(rr.rdata) for rr in msg.ar if rr.rtype == TYPE_AAAA}
+          if aaaa else {})
+    endpoints = [
+        Endpoint(normalise(rr.rdata.target), addresses.get(normalise(rr.rdata.target)),
+                 rr.rdata.port, rr.rdata.priority, rr.rdata.weight,
+                 normalise(rr.rdata.target).split(".", 1)[1],
+                 address6=v6.get(normalise(rr.rdata.target)))
+        for rr in msg.rr if rr.rtype == TYPE_SRV
+    ]
+    endpoints.sort(key=_PRIORITY)
+    return tuple(endpoints)

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import struct
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 from dnslib import DNSRecord
 
@@ -47,9 +48,11 @@ RC_NOERROR, RC_FORMERR, RC_SERVFAIL, RC_NXDOMAIN, RC_NOTIMP, RC_REFUSED = range(
 
 
 class Header:
-    """The header fields the resolver reads (names as in ``dnslib.DNSHeader``)."""
+    """The header fields the resolver reads (names as in ``dnslib.DNSHeader``); the flags
+    are split out of ``bitmap`` once, not per read."""
 
-    __slots__ = ("a", "ar", "auth", "bitmap", "id", "q")
+    __slots__ = ("a", "aa", "ar", "auth", "bitmap", "id", "opcode", "q", "qr", "ra", "rcode",
+                 "rd", "tc")
 
     def __init__(self, qid: int, bitmap: int, q: int, a: int, auth: int, ar: int) -> None:
         self.id = qid
@@ -58,14 +61,13 @@ class Header:
         self.a = a
         self.auth = auth
         self.ar = ar
-
-    qr = property(lambda self: self.bitmap >> 15 & 1)
-    opcode = property(lambda self: self.bitmap >> 11 & 0xF)
-    aa = property(lambda self: self.bitmap >> 10 & 1)
-    tc = property(lambda self: self.bitmap >> 9 & 1)
-    rd = property(lambda self: self.bitmap >> 8 & 1)
-    ra = property(lambda self: self.bitmap >> 7 & 1)
-    rcode = property(lambda self: self.bitmap & 0xF)
+        self.qr = bitmap >> 15 & 1
+        self.opcode = bitmap >> 11 & 0xF
+        self.aa = bitmap >> 10 & 1
+        self.tc = bitmap >> 9 & 1
+        self.rd = bitmap >> 8 & 1
+        self.ra = bitmap >> 7 & 1
+        self.rcode = bitmap & 0xF
 
 
 class Question:
@@ -143,18 +145,23 @@ class Message:
     """A parsed response with dnslib's section names; ``wire`` keeps the bytes.
 
     Read-only by convention: messages with the same bytes after the ID share their
-    questions and sections (see :func:`parse_response`)."""
+    questions and sections (see :func:`parse_response`), and ``derived``: what readers
+    computed from those alone (the resolver's reading of a referral, the endpoints of an
+    answer), kept under their own keys, at most :data:`DERIVED_MAX` of them — see
+    :func:`derive`."""
 
-    __slots__ = ("ar", "auth", "header", "questions", "rr", "wire")
+    __slots__ = ("ar", "auth", "derived", "header", "questions", "rr", "wire")
 
     def __init__(self, header: Header, questions: list[Question], rr: list[Record],
-                 auth: list[Record], ar: list[Record], wire: bytes) -> None:
+                 auth: list[Record], ar: list[Record], wire: bytes,
+                 derived: dict[Hashable, Any] | None = None) -> None:
         self.header = header
         self.questions = questions
         self.rr = rr
         self.auth = auth
         self.ar = ar
         self.wire = wire
+        self.derived: dict[Hashable, Any] = {} if derived is None else derived
 
     @property
     def q(self) -> Question:
@@ -319,8 +326,9 @@ def parse_response(wire: bytes) -> Message | None:
     key = wire[2:]
     hit = _MEMO.get(key)
     if hit is not None:
-        header, questions, rr, auth, ar = hit
-        return Message(Header(wire[0] << 8 | wire[1], *header), questions, rr, auth, ar, wire)
+        header, questions, rr, auth, ar, derived = hit
+        return Message(Header(wire[0] << 8 | wire[1], *header), questions, rr, auth, ar, wire,
+                       derived)
     qid, bitmap, qd, an, ns, ar_count = _HEADER.unpack_from(wire)
     memo: dict[int, str] = {}
     try:
@@ -340,11 +348,37 @@ def parse_response(wire: bytes) -> Message | None:
         return None
     if pos != len(wire):
         return None
+    derived = {}
     if MEMO_SIZE:
-        _memorise(key, ((bitmap, qd, an, ns, ar_count), questions, *sections))
+        _memorise(key, ((bitmap, qd, an, ns, ar_count), questions, *sections, derived))
     answer, authority, additional = sections
     return Message(Header(qid, bitmap, qd, an, ns, ar_count), questions, answer, authority,
-                   additional, wire)
+                   additional, wire, derived)
+
+
+#: Results kept per message content (:attr:`Message.derived`); readers ask for few.
+DERIVED_MAX = 8
+
+_T = TypeVar("_T")
+
+
+def derive(msg: object, key: Hashable, compute: Callable[[], _T]) -> _T:
+    """``compute()``, a function of ``msg``'s content (bytes after the ID) and ``key``
+    alone, kept with the message's content when ``msg`` is a :class:`Message` (all messages
+    with the same bytes after the ID share it), so that reading the same response again
+    costs a lookup. The value is shared: callers must not change it."""
+    derived = msg.derived if isinstance(msg, Message) else None
+    if derived is None:
+        return compute()
+    value: _T = derived.get(key, _ABSENT)
+    if value is _ABSENT:
+        value = compute()
+        if len(derived) < DERIVED_MAX:
+            derived[key] = value
+    return value
+
+
+_ABSENT = object()
 
 
 #: plain_name's answers by name; bounded: when full it starts afresh.
@@ -390,9 +424,36 @@ def encode_query(qid: int, flags: int, qname: str, qtype: int,
     return head + question + opt
 
 
+#: encode_answer's results by everything but the ID (first in, first out): a repeated
+#: discovery gets the same answer. Answers of at most ANSWER_MEMO_MAX_SRV tools and
+#: ANSWER_MEMO_MAX_BYTES bytes are kept, at most ANSWER_MEMO of them (0: no memo).
+ANSWER_MEMO = 4096
+ANSWER_MEMO_MAX_SRV = 32
+ANSWER_MEMO_MAX_BYTES = 2048
+_ANSWERS: OrderedDict[tuple[object, ...], bytes | None] = OrderedDict()
+
+
 def encode_answer(qid: int, rd: int, rcode: int, question: bytes,
                   srv: list[tuple[int, int, int, str]], a: list[tuple[str, str]],
                   opt_size: int | None, limit: int, ttl: int = 60) -> bytes | None:
+    """:func:`_encode_answer`, its bytes after the ID kept in a bounded memo."""
+    if not ANSWER_MEMO or len(srv) > ANSWER_MEMO_MAX_SRV or len(question) > 512:
+        return _encode_answer(qid, rd, rcode, question, srv, a, opt_size, limit, ttl)
+    key = (rd & 1, rcode, question, tuple(srv), tuple(a), opt_size, limit, ttl)
+    tail = _ANSWERS.get(key, b"")  # b"": not kept (a kept answer is longer than its ID)
+    if tail == b"":
+        wire = _encode_answer(qid, rd, rcode, question, srv, a, opt_size, limit, ttl)
+        if wire is None or len(wire) <= ANSWER_MEMO_MAX_BYTES:
+            if len(_ANSWERS) >= ANSWER_MEMO:
+                _ANSWERS.popitem(last=False)
+            _ANSWERS[key] = None if wire is None else wire[2:]
+        return wire
+    return None if tail is None else qid.to_bytes(2, "big") + tail
+
+
+def _encode_answer(qid: int, rd: int, rcode: int, question: bytes,
+                   srv: list[tuple[int, int, int, str]], a: list[tuple[str, str]],
+                   opt_size: int | None, limit: int, ttl: int = 60) -> bytes | None:
     """A resolver's answer to a stub client, as dnslib packs it (``RecursiveResolver.
     _answer_client``): SRV records owned by the question's name, A records of their targets
     in the additional section, an OPT record (no options) if ``opt_size`` is given; over

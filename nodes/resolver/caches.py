@@ -25,7 +25,7 @@ import numpy as np
 from dnslib import DNSRecord
 
 from nodes.dns.cache import Entry, Store, Table
-from nodes.dns.message import TYPE_A, TYPE_NS, TYPE_TXT
+from nodes.dns.message import TYPE_A, TYPE_NS, TYPE_TXT, Message, derive
 from nodes.dns.wire import Intent, below, normalise
 from nodes.dns.zone import Address
 from nodes.resolver.config import ResolverConfig
@@ -90,6 +90,10 @@ class Caches:
     def servers_for(self, zone: str, known: Known) -> tuple[str, tuple[Address, ...]]:
         """Longest enclosing zone with known servers: learned during this walk, or cached
         ("server address search"); the root hints last."""
+        if zone[-1:] == "." and zone[-2:-1] != "." and zone != ".":  # the first candidate
+            servers = known.get(zone) or self.get(self.servers, zone)  # (the usual find)
+            if servers:
+                return zone, servers
         labels = zone.rstrip(".").split(".") if zone != "." else []
         for i in range(len(labels)):
             candidate = ".".join(labels[i:]) + "."
@@ -98,40 +102,25 @@ class Caches:
                 return candidate, servers
         return ".", self.root_hints
 
-    def learn_referral(self, msg: DNSRecord, bailiwick: str, known: Known
+    def learn_referral(self, msg: DNSRecord | Message, bailiwick: str, known: Known
                        ) -> list[str]:
         """NS sets with in-bailiwick glue, kept for this walk (``known``) and cached;
         returns the child zones in response order (``msg``: dnslib's, or a
-        ``nodes.dns.message.Message`` of the same shape)."""
-        bailiwick = normalise(bailiwick)
-        glue: dict[str, str] = {}
-        for rr in msg.ar:
-            if rr.rtype == TYPE_A:
-                name = normalise(rr.rname)
-                if below(name, bailiwick):
-                    glue.setdefault(name, str(rr.rdata))
-        zones: list[str] = []
-        servers: dict[str, list[Address]] = {}
-        ttls: dict[str, int] = {}
-        for rr in msg.auth:
-            if rr.rtype != TYPE_NS:
-                continue
-            owner = normalise(rr.rname)
-            if owner == bailiwick or not below(owner, bailiwick):
-                self.stats["bogus_referral"] += 1
-                continue
-            if owner not in servers:
-                zones.append(owner)
-                servers[owner] = []
-            host = normalise(rr.rdata.label)
-            if host in glue:
-                servers[owner].append((glue[host], self.config.dns_port))
-            ttls[owner] = min(ttls.get(owner, rr.ttl), rr.ttl)
-        for owner in zones:
-            if servers[owner]:
-                known[owner] = tuple(servers[owner])
-                self.put(self.servers, owner, known[owner], ttls[owner])
-        return [z for z in zones if servers[z]]
+        ``nodes.dns.message.Message`` of the same shape, whose reading is kept with it)."""
+        port = self.config.dns_port
+        bogus, delegations, zones = derive(msg, ("referral", bailiwick, port),
+                                           lambda: _read_referral(msg, bailiwick, port))
+        if bogus:
+            self.stats["bogus_referral"] += bogus
+        if self.config.cache:
+            table, expires = self.servers, self.now
+            for owner, servers, ttl in delegations:
+                known[owner] = servers
+                table[owner] = Entry(servers, expires + ttl)
+        else:
+            for owner, servers, _ in delegations:
+                known[owner] = servers
+        return list(zones)
 
     def learn_hints(self, msg: DNSRecord, service: str, zone: str, ttl: float
                     ) -> None:
@@ -192,3 +181,38 @@ def _parse_hint(strings: Sequence[bytes]) -> dict[str, str]:
         elif last == "summary":  # continuation of a summary longer than 255 bytes
             fields["summary"] += text
     return fields
+
+
+def _read_referral(msg: DNSRecord | Message, bailiwick: str, port: int
+                   ) -> tuple[int, tuple[tuple[str, tuple[Address, ...], int], ...],
+                              tuple[str, ...]]:
+    """What :meth:`Caches.learn_referral` learns from a referral: the NS records outside
+    the bailiwick (counted as bogus), each child zone with glue for its servers (in
+    response order) with those servers and its lowest NS TTL, and those zones."""
+    bailiwick = normalise(bailiwick)
+    glue: dict[str, str] = {}
+    for rr in msg.ar:
+        if rr.rtype == TYPE_A:
+            name = normalise(rr.rname)
+            if below(name, bailiwick):
+                glue.setdefault(name, str(rr.rdata))
+    bogus = 0
+    zones: list[str] = []
+    servers: dict[str, list[Address]] = {}
+    ttls: dict[str, int] = {}
+    for rr in msg.auth:
+        if rr.rtype != TYPE_NS:
+            continue
+        owner = normalise(rr.rname)
+        if owner == bailiwick or not below(owner, bailiwick):
+            bogus += 1
+            continue
+        if owner not in servers:
+            zones.append(owner)
+            servers[owner] = []
+        host = normalise(rr.rdata.label)
+        if host in glue:
+            servers[owner].append((glue[host], port))
+        ttls[owner] = min(ttls.get(owner, rr.ttl), rr.ttl)
+    delegations = tuple((z, tuple(servers[z]), ttls[z]) for z in zones if servers[z])
+    return bogus, delegations, tuple(z for z, _, _ in delegations)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
@@ -69,12 +69,14 @@ from nodes.resolver.types import (
 from nodes.scoring import BM25Scorer, Embedder, Scorer
 
 ClientQuery = tuple[DNSRecord | QueryView, Address, Transport]  # the query, from, over
-QUERY_MEMO = 4096  # query bodies kept (first in, first out)
+QUERY_MEMO = 16384  # query bodies kept (first in, first out) …
+QUERY_MEMO_MAX_BYTES = 512  # … of at most this many bytes each
 _QTYPE_TEXT = {code: QTYPE[code] for code in (1, 2, 5, 6, 16, 28, 33, 43, 46, 48, 255)}
 _SENT = {"udp": "sent_udp", "tcp": "sent_tcp", "tls": "sent_tls"}
+_RCODE_TEXT = {code: rcode_text(code) for code in range(16)}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Task:
     gen: Rounds[object]
     result: DiscoveryResult | None
@@ -84,6 +86,7 @@ class _Task:
     client: ClientQuery | None = None
     client_wire: bytes = b""
     value: object = None  # the generator's return value
+    waiting: int = 0  # asks of the round still without a reply
 
 
 def _complete(replies: list[Reply | None]) -> TypeGuard[list[Reply]]:
@@ -91,7 +94,7 @@ def _complete(replies: list[Reply | None]) -> TypeGuard[list[Reply]]:
     return all(r is not None for r in replies)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pending:
     task: _Task
     index: int
@@ -143,9 +146,11 @@ class RecursiveResolver:
         # (deadline, qid) of every query sent: a min-heap for next_timer; at most one
         # entry per query still in flight or sent within the last timeout, compacted
         self._deadlines: list[tuple[float, int]] = []
-        # a query's bytes after the ID, by (qname, qtype, intent): they depend on nothing
+        # a query's bytes after the ID, by qname, qtype and intent: they depend on nothing
         # else (the config is fixed), and a walk asks the same few names again and again
-        self._bodies: dict[tuple[str, int, Intent | None], bytes] = {}
+        # (an OrderedDict: a plain dict's first key, after many deletions at the front, is
+        # found by a scan past the deleted slots)
+        self._bodies: OrderedDict[tuple[str | int, ...], bytes] = OrderedDict()
         self._out: list[Outgoing] = []
         self._results: list[DiscoveryResult] = []
         self._active_clients = 0
@@ -261,10 +266,10 @@ class RecursiveResolver:
             return
         if task.result is not None:
             task.result.rounds += 1
-        task.asks, task.replies = asks, [None] * len(asks)
+        task.asks, task.replies, task.waiting = asks, [None] * len(asks), len(asks)
         unsendable = []  # names a hostile or odd referral made too long for the wire
         for i, ask in enumerate(asks):
-            if not name_fits(ask.qname):
+            if len(ask.qname) > 63 and not name_fits(ask.qname):  # (short names always fit)
                 unsendable.append(i)
                 continue
             self._send(task, i, self.infra.order(ask.servers), 0, self._upstream, now)
@@ -282,13 +287,16 @@ class RecursiveResolver:
         qid = ids.randrange(1, 65536)
         while qid in pending:  # an ID not in use by a pending query
             qid = ids.randrange(1, 65536)
-        key = (ask.qname, ask.qtype, ask.intent)
+        intent = ask.intent  # the key holds its fields (hashed and compared in C)
+        key = ((ask.qname, ask.qtype) if intent is None
+               else (ask.qname, ask.qtype, intent.text, intent.k, intent.version))
         body = self._bodies.get(key)
         if body is None:
             body = self._query(0, ask)[2:]
-            if len(self._bodies) >= QUERY_MEMO:
-                del self._bodies[next(iter(self._bodies))]
-            self._bodies[key] = body
+            if len(body) <= QUERY_MEMO_MAX_BYTES:
+                if len(self._bodies) >= QUERY_MEMO:
+                    self._bodies.popitem(last=False)
+                self._bodies[key] = body
         wire = qid.to_bytes(2, "big") + body
         server = order[attempt % len(order)]
         if (transport == "tls" and self._fallback is not None
@@ -354,7 +362,8 @@ class RecursiveResolver:
 
     def _deliver(self, task: _Task, index: int, reply: Reply, now: float) -> None:
         task.replies[index] = reply
-        if _complete(task.replies):
+        task.waiting -= 1  # replies still missing (each ask is answered once)
+        if task.waiting <= 0 and _complete(task.replies):
             self._advance(task, list(task.replies), now)
 
     def _on_response(
@@ -380,7 +389,8 @@ class RecursiveResolver:
         tc = header.tc
         if step is not None:
             step.rtt, step.bytes_in = rtt, size
-            step.outcome = rcode_text(header.rcode) + (" TC" if tc else "")
+            step.outcome = (_RCODE_TEXT.get(header.rcode) or rcode_text(header.rcode)
+                            ) + (" TC" if tc else "")
         if tc and transport == "udp":
             self.stats["truncated"] += 1
             if pending.task.result is not None:

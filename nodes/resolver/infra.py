@@ -29,6 +29,9 @@ class Infra:
         if self.config.selection == "random":
             order = list(servers)
             self.rng.shuffle(order)
+        elif len(servers) == 1:  # as sorted() below: one key, so one draw
+            self.rng.random()
+            order = list(servers)
         else:
             rand = self.rng.random
             order = sorted(servers, key=lambda s: (srtt.get(s, 0.0), rand()))
@@ -41,9 +44,13 @@ class Infra:
 
     def measured(self, server: Address, rtt: float) -> None:
         """A response came back after ``rtt`` seconds."""
-        old = self.srtt.get(server)
-        a = self.config.srtt_alpha
-        self.set(server, rtt if old is None else (1 - a) * old + a * rtt)
+        srtt = self.srtt
+        old = srtt.get(server)
+        if old is None:
+            self.set(server, rtt)
+        else:  # known: set() would only overwrite it
+            a = self.config.srtt_alpha
+            srtt[server] = (1 - a) * old + a * rtt
 
     def timed_out(self, server: Address) -> None:
         """No response within the timeout: the server's SRTT doubles (at least the timeout)."""

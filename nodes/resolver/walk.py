@@ -13,7 +13,7 @@ from operator import attrgetter
 import numpy as np
 from dnslib import DNSRecord
 
-from nodes.dns.message import RC_NXDOMAIN, TYPE_A, TYPE_NS, TYPE_SRV
+from nodes.dns.message import RC_NXDOMAIN, TYPE_A, TYPE_NS, TYPE_SRV, derive
 from nodes.dns.wire import (
     Intent,
     IntentError,
@@ -183,29 +183,31 @@ class _Walk:
         """Local steps first (SRV and referral caches, query mock), else an ask."""
         caches, result, req = self.ctx.caches, self.result, self.req
         key = self.key
+        cached = caches.config.cache  # without a cache every lookup below finds nothing
         while branches:
             zone, width = branches.pop(0)
-            cached_srv = caches.get(caches.srv, (zone, *key))
-            if cached_srv is not None:
-                result.cache["srv_hit"] += 1
-                self._leaf(zone, list(cached_srv))
-                continue
-            ranked = caches.get(caches.referrals, (zone, *key))
-            if ranked is not None:
-                result.cache["referral_hit"] += 1
-                if self.pooled:
-                    level.pool.extend(ranked)
-                elif self.policy is not None:
-                    branches = self._selected(ranked) + branches
-                else:
-                    branches = narrow(ranked, width) + branches
-                continue
-            if not self.scored and not caches.is_leaf(zone, req.service):
-                mocked = caches.mock(zone, req.service, self.intent)
-                if mocked is not None:
-                    result.cache["mock_hit"] += 1
-                    branches = narrow(mocked, width) + branches
+            if cached:
+                cached_srv = caches.get(caches.srv, (zone, *key))
+                if cached_srv is not None:
+                    result.cache["srv_hit"] += 1
+                    self._leaf(zone, list(cached_srv))
                     continue
+                ranked = caches.get(caches.referrals, (zone, *key))
+                if ranked is not None:
+                    result.cache["referral_hit"] += 1
+                    if self.pooled:
+                        level.pool.extend(ranked)
+                    elif self.policy is not None:
+                        branches = self._selected(ranked) + branches
+                    else:
+                        branches = narrow(ranked, width) + branches
+                    continue
+                if not self.scored and not caches.is_leaf(zone, req.service):
+                    mocked = caches.mock(zone, req.service, self.intent)
+                    if mocked is not None:
+                        result.cache["mock_hit"] += 1
+                        branches = narrow(mocked, width) + branches
+                        continue
             bailiwick, servers = caches.servers_for(zone, self.known)
             if bailiwick == zone and zone not in self.known:
                 result.cache["ns_hit"] += 1
@@ -237,10 +239,11 @@ class _Walk:
         """A leaf's tools, a semantic referral (the zone's top-K children), or a step
         towards the zone."""
         ctx, caches, result, req = self.ctx, self.ctx.caches, self.result, self.req
-        srv = [rr for rr in msg.rr if rr.rtype == TYPE_SRV]
-        if srv:
-            endpoints = _scored(ctx, endpoints_of(msg, zone), msg)
-            caches.put(caches.srv, (zone, *self.key), endpoints, min(r.ttl for r in srv))
+        tools = derive(msg, ("tools", zone), lambda: _tools_of(msg, zone))
+        if tools is not None:
+            found, ttl = tools
+            endpoints = _scored(ctx, list(found), msg)
+            caches.put(caches.srv, (zone, *self.key), endpoints, ttl)
             self._leaf(zone, endpoints)
             return
         children = caches.learn_referral(msg, bailiwick, self.known)
@@ -248,9 +251,12 @@ class _Walk:
             if msg.header.rcode == RC_NXDOMAIN:
                 result.rcode = "NXDOMAIN"
             return
-        under = [c for c in children if c != zone and below(c, zone)]
-        if under and bailiwick == zone:  # semantic referral: the zone's top-K children
-            ttl = min(rr.ttl for rr in msg.auth if rr.rtype == TYPE_NS)
+        port = ctx.config.dns_port  # children: a function of msg, bailiwick and port
+        below_zone, ns_ttl, towards = derive(
+            msg, ("children", zone, bailiwick, port),
+            lambda: _children_of(msg, zone, bailiwick, children))
+        if ns_ttl is not None:  # semantic referral: the zone's top-K children
+            under, ttl = list(below_zone), ns_ttl
             if self.scored:
                 scored = _scored_children(ctx, under, msg)
                 caches.put(caches.referrals, (zone, *self.key), scored, ttl)
@@ -263,7 +269,7 @@ class _Walk:
             if req.k == 0:
                 caches.learn_hints(msg, req.service, zone, ttl)
             level.next.extend(narrow(under, width))
-        elif any(below(zone, c) for c in children):  # a step towards the zone
+        elif towards:  # a step towards the zone
             level.next.append((zone, width))
         else:
             ctx.stats["bogus_referral"] += 1
@@ -338,8 +344,9 @@ def resolve_targets(ctx: Context, endpoints: list[Endpoint], result: DiscoveryRe
             if stale is not None:
                 result.cache["stale_a"] += 1
                 addresses[ep.target] = stale
-    return [replace(ep, address=addresses[ep.target]) for ep in endpoints
-            if ep.target in addresses]
+    return [Endpoint(ep.target, addresses[ep.target], ep.port, ep.priority, ep.weight, ep.zone,
+                     ep.score, ep.address6)  # replace(ep, address=…), without its overhead
+            for ep in endpoints if ep.target in addresses]
 
 
 def endpoints_of(msg: DNSRecord, zone: str) -> list[Endpoint]:
@@ -354,6 +361,26 @@ def endpoints_of(msg: DNSRecord, zone: str) -> list[Endpoint]:
         out.append(Endpoint(target, glue.get(target), rr.rdata.port, rr.rdata.priority,
                             rr.rdata.weight, normalise(zone)))
     return out
+
+
+def _children_of(msg: Answer, zone: str, bailiwick: str, children: list[str]
+                 ) -> tuple[tuple[str, ...], int | None, bool]:
+    """How a referral's ``children`` (learnt with ``bailiwick``) stand to ``zone``: those
+    below it, the NS records' lowest TTL when it is a semantic referral (children below
+    ``zone`` referred by ``zone`` itself; else None), and whether a child encloses
+    ``zone`` (a step towards it)."""
+    under = tuple(c for c in children if c != zone and below(c, zone))
+    if under and bailiwick == zone:
+        return under, min(rr.ttl for rr in msg.auth if rr.rtype == TYPE_NS), False
+    return under, None, any(below(zone, c) for c in children)
+
+
+def _tools_of(msg: Answer, zone: str) -> tuple[tuple[Endpoint, ...], int] | None:
+    """A leaf's answer: its endpoints and their SRV records' lowest TTL (None: no SRV)."""
+    ttls = [rr.ttl for rr in msg.rr if rr.rtype == TYPE_SRV]
+    if not ttls:
+        return None
+    return tuple(endpoints_of(msg, zone)), min(ttls)
 
 
 def _scores_of(ctx: Context, msg: Answer, n: int) -> list[float]:

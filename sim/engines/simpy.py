@@ -16,24 +16,28 @@ The exchange is marked on its Step (``conn``, ``opened``) for the accounting.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable, Generator, Iterator
+from functools import partial
 from time import perf_counter
+from typing import cast
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 from nodes.agent.session import DnsAgent
 from nodes.authoritative.server import AuthoritativeServer
 from nodes.dns.codec import parse_query
 from nodes.registry.base import Routes
 from nodes.resolver.core import RecursiveResolver
-from nodes.resolver.types import Outgoing, Transport
+from nodes.resolver.types import Outgoing, Step, Transport
 from sim.accounting import IPV4, TCP, TCP_SYN, TCP_TS, UDP
 from sim.build.faults import registry_address, registry_order
 from sim.build.registries import TlsSizes
 from sim.build.runplan import AGENT_PORT, RunPlan
-from sim.build.workload import Job, jobs_of
+from sim.build.workload import Job, Jobs, jobs_of
 from sim.engines.base import EngineOutput
 from sim.sockets.dotpool import DotConnection, DotPool
 from topologies.gcpause import gc_paused
@@ -45,6 +49,16 @@ TX, RX = 0, 2  # DnsRun.traffic: [TX] packets sent, [TX + 1] their bytes; RX the
 
 
 Callback = Callable[[simpy.Event], None]
+
+
+class _Call:
+    """A bare simpy event for the message path: ``Environment.step`` pops it and runs its
+    callbacks, as it would a Timeout's (same heap entry: time, priority NORMAL, next ID),
+    without the Timeout's constructor or a closure per message."""
+
+    __slots__ = ("callbacks",)
+    _ok = True  # never fails (simpy's step checks it)
+    callbacks: tuple[Callable[[object], None], ...] | None
 
 
 def replay(env: simpy.Environment, plan: RunPlan, ask: Callable[[Job], None],
@@ -63,12 +77,51 @@ def replay(env: simpy.Environment, plan: RunPlan, ask: Callable[[Job], None],
         for a in range(len(plan.agent_order)):
             env.process(agent_loop(jobs_of(plan.jobs, a)))
     else:
-        def asking(job: Job) -> Callback:
-            return lambda _e: ask(job)
+        # Open loop. A timeout per job scheduled now would hold a simpy event per job
+        # (~640 bytes: 600 MiB for 10^6 jobs). Each job's timer is pushed when the one
+        # before it in time fires instead, under the time and event id it would have had
+        # now (the ids are reserved): as keys are unique, every event pops in the same
+        # order as with all the timeouts scheduled at once.
+        jobs, n = plan.jobs, len(plan.jobs)
+        if not n:
+            return
+        now, first = env.now, next(env._eid)
+        env._eid = itertools.count(first + n)  # ids first .. first + n - 1: the jobs'
 
-        for job in plan.jobs:
+        def at(job: Job) -> float:
             assert job.at is not None  # open loop: every job has its time
-            env.timeout(t0 + job.at - env.now).callbacks.append(asking(job))
+            return now + (t0 + job.at - now)  # as env.timeout(t0 + job.at - now) has it
+
+        # workload.Jobs are in time order (a phase starts after the last job of the one
+        # before); a list may not be (churn's probes are appended after the workload)
+        order = iter(range(n) if isinstance(jobs, Jobs)
+                     else sorted(range(n), key=lambda i: (at(jobs[i]), i)))
+
+        def push(i: int) -> None:
+            job = jobs[i]
+            _JobTimer(env, at(job), first + i).callbacks.append(fire(job))
+
+        def fire(job: Job) -> Callback:
+            def go(_e: simpy.Event) -> None:
+                following = next(order, None)
+                if following is not None:
+                    push(following)
+                ask(job)
+            return go
+
+        push(next(order))
+
+
+class _JobTimer(simpy.Event):
+    """A timeout at ``at`` under event id ``eid``: what :meth:`simpy.Environment.schedule`
+    does for a :class:`simpy.Timeout`, with an id reserved earlier instead of the next one
+    (simpy's ``_queue`` entries are ``(time, priority, id, event)``, as since simpy 3;
+    ``tests/sim/engines/test_simpy_replay.py`` checks the order against simpy's timeouts)."""
+
+    def __init__(self, env: simpy.Environment, at: float, eid: int) -> None:
+        self.env, self.callbacks = env, []
+        self._value, self._ok = None, True  # triggered, like a Timeout, when it is pushed
+        heapq.heappush(env._queue, (at, simpy.events.NORMAL, eid, self))
 
 
 def run_simpy(plan: RunPlan) -> EngineOutput:
@@ -114,6 +167,8 @@ class DnsRun:
         self.role_of = plan.role_of
         self.one_way = plan.path.one_way
         self.timeout = env.timeout
+        # simpy's own scheduling (its queue, its event IDs) for the message path's _Call
+        self.schedule = cast(Callable[[_Call, int, float], None], env.schedule)
         # IP + transport (+ TCP length field)
         self.head = {"udp": IPV4 + UDP, "tcp": IPV4 + TCP + 2}
         self.dot = dot = plan.dot
@@ -129,6 +184,9 @@ class DnsRun:
         self.base.update({ip: ("server", plan.server_time) for ip in servers})
         self.split_server = plan.server_semantic_time is not None or plan.measure is not None
         self.split_stub = plan.resolver_stub_time is not None or plan.measure is not None
+        # address -> (its server, its node, kind, processing time): deliver's lookups, once
+        self.dest: dict[str, tuple[AuthoritativeServer | None,
+                                   RecursiveResolver | DnsAgent | None, str, float]] = {}
 
     def semantic(self, data: bytes) -> bool:
         """Whether a query carries the intent option (servers' costly class)."""
@@ -159,10 +217,15 @@ class DnsRun:
         self.traffic.clear()
 
     def transmit(self, src: str, msg: Outgoing) -> None:
-        """Send ``msg`` from ``src``: its fate on the path now, its arrival later (the
-        receiver's packet and bytes are counted now too: only the run's totals are read)."""
-        dst = msg.dst[0]
-        data, transport = msg.data, msg.transport
+        """Send ``msg`` from ``src`` (see :meth:`send`)."""
+        self.send(src, msg.dst, msg.data, msg.transport, msg.reply, msg.step)
+
+    def send(self, src: str, to: tuple[str, int], data: bytes, transport: Transport,
+             reply: bool, step: Step | None) -> None:
+        """Send ``data`` from ``src`` to ``to`` (an :class:`Outgoing`'s fields): its fate
+        on the path now, its arrival later (the receiver's packet and bytes are counted now
+        too: only the run's totals are read)."""
+        dst = to[0]
         size = self.head[transport] + len(data)
         traffic = self.traffic  # self.bump, inlined (twice per message)
         counts = traffic.get(src) or self.traffic_of(src)
@@ -176,16 +239,19 @@ class DnsRun:
         if delay is None:
             self.out.lost += 1
             return
-        if transport == "tcp" and not msg.reply:  # SYN and SYN-ACK before the query
+        if transport == "tcp" and not reply:  # SYN and SYN-ACK before the query
             delay += self.handshake(role_of[src], role_of[dst])
         elif transport == "tls":
-            delay += self.dot_connection(src, dst, msg)
+            delay += self.dot_connection(src, dst, reply, step)
         counts = traffic.get(dst) or self.traffic_of(dst)
         counts[RX] += 1
         counts[RX + 1] += size
         sender = self.sender.get(src) or self.sender_of(src)
-        deliver = self.deliver
-        self.timeout(delay).callbacks.append(lambda _e: deliver(dst, data, sender, transport))
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        ev = _Call()  # a Timeout(delay) calling deliver(dst, data, sender, transport)
+        ev.callbacks = (partial(self.deliver, dst, data, sender, transport),)
+        self.schedule(ev, NORMAL, delay)
 
     def sender_of(self, src: str) -> tuple[str, int]:
         """The (address, port) messages from ``src`` come from (kept)."""
@@ -205,11 +271,12 @@ class DnsRun:
             total += d
         return total
 
-    def dot_connection(self, src: str, dst: str, msg: Outgoing) -> float:
+    def dot_connection(self, src: str, dst: str, reply: bool, step: Step | None) -> float:
         """Delay before a DNS-over-TLS message leaves: the handshakes when the resolver has
-        no open connection to the server (a reply only refreshes its connection)."""
+        no open connection to the server (a reply only refreshes its connection; ``step``:
+        the query's exchange, annotated with its connection)."""
         now = self.env.now
-        if msg.reply:  # server -> resolver
+        if reply:  # server -> resolver
             replied = self.dot_pools.get(dst)
             if replied is not None:
                 replied.touch(src, now)
@@ -224,7 +291,6 @@ class DnsRun:
         out = self.out
         for _conn, _why in closed:
             out.count(src, "dot_closed")
-        step = msg.step
         if not opened:
             if step is not None:
                 step.conn = conn.number
@@ -248,11 +314,11 @@ class DnsRun:
             total += d
         return total
 
-    def deliver(self, dst: str, data: bytes, src: tuple[str, int], transport: Transport
-                ) -> None:
+    def deliver(self, dst: str, data: bytes, src: tuple[str, int], transport: Transport,
+                _event: object = None) -> None:
+        """``data`` reaches ``dst``: handled now if it is idle, else when its queue is."""
         plan, env = self.plan, self.env
-        server = self.servers.get(dst)
-        kind, cost = self.base.get(dst, ("agent", plan.agent_time))
+        server, node, kind, cost = self.dest.get(dst) or self.dest_of(dst)
         if server is not None:
             if self.split_server and self.semantic(data):
                 kind = "server_semantic"  # ranking (and maybe embedding) costs more
@@ -263,18 +329,32 @@ class DnsRun:
             if plan.resolver_stub_time is not None:
                 cost = plan.resolver_stub_time
         busy = self.busy
-        start = max(env.now, busy.get(dst, 0.0))
+        now = env.now
+        start = max(now, busy.get(dst, 0.0))
         busy[dst] = start + cost
-        if start + cost <= env.now:
-            self.process(dst, data, src, transport, server, kind)
+        if start + cost <= now:
+            self.process(dst, data, src, transport, server, node, kind)
         else:
-            process = self.process
-            env.timeout(start + cost - env.now).callbacks.append(
-                lambda _e: process(dst, data, src, transport, server, kind))
+            ev = _Call()  # a Timeout calling process(...) when dst's queue reaches data
+            ev.callbacks = (partial(self.process, dst, data, src, transport, server, node,
+                                    kind),)
+            self.schedule(ev, NORMAL, start + cost - now)
+
+    def dest_of(self, dst: str) -> tuple[AuthoritativeServer | None,
+                                         RecursiveResolver | DnsAgent | None, str, float]:
+        """What :meth:`deliver` needs to know of an address (kept)."""
+        kind, cost = self.base.get(dst, ("agent", self.plan.agent_time))
+        server = self.servers.get(dst)
+        entry = self.dest[dst] = (server, None if server is not None else self.nodes.get(dst),
+                                  kind, cost)
+        return entry
 
     def process(self, dst: str, data: bytes, src: tuple[str, int], transport: Transport,
-                server: AuthoritativeServer | None, kind: str) -> None:
-        """``dst`` handles ``data`` once its queue reaches it (``server``: authoritative)."""
+                server: AuthoritativeServer | None,
+                node: RecursiveResolver | DnsAgent | None, kind: str,
+                _event: object = None) -> None:
+        """``dst`` handles ``data`` once its queue reaches it (``server``: authoritative,
+        else ``node``, a resolver or agent)."""
         now = self.env.now
         measure = self.plan.measure
         t = perf_counter() if measure is not None else 0.0
@@ -283,9 +363,8 @@ class DnsRun:
             if measure is not None:
                 measure.setdefault(kind, []).append(perf_counter() - t)
             if reply is not None:
-                self.transmit(dst, Outgoing(reply, src, transport, reply=True))
+                self.send(dst, src, reply, transport, True, None)
             return
-        node = self.nodes.get(dst)
         if node is not None:
             node.receive(data, src, now, transport)
             if measure is not None:
@@ -294,9 +373,9 @@ class DnsRun:
 
     def pump(self, ip: str) -> None:
         node = self.nodes[ip]
-        transmit = self.transmit
+        send = self.send
         for msg in node.to_send():
-            transmit(ip, msg)
+            send(ip, msg.dst, msg.data, msg.transport, msg.reply, msg.step)
         plan, out = self.plan, self.out
         if ip in plan.resolvers:
             out.add_walks(plan.resolvers[ip].pop_results())

@@ -253,3 +253,56 @@ def test_parse_memo_is_bounded_in_messages_and_bytes(monkeypatch) -> None:
     big.add_answer(RR("t.tools.", QTYPE.TXT, rdata=TXT([b"y" * 250] * 20)))
     wire = bytes(big.pack())  # 5 kB: over 1/16 of the budget, read but not kept
     assert parse_response(wire) is not None and wire[2:] not in message._MEMO
+
+
+def test_answer_memo_gives_the_bytes_encoding_gives_and_is_bounded(monkeypatch) -> None:
+    """encode_answer's memo (keyed by all but the ID) returns what _encode_answer writes for
+    every ID, truncated and unwritable answers (None) included, and holds at most
+    ANSWER_MEMO."""
+    from nodes.dns import message
+
+    monkeypatch.setattr(message, "_ANSWERS", message.OrderedDict())
+    monkeypatch.setattr(message, "ANSWER_MEMO", 20)
+    question = encode_query(1, 0, "_mcp._tcp.w.tools.", 33, None, 0)[12:]  # type: ignore[index]
+    rng = random.Random(3)
+    for i in range(300):
+        n = rng.randrange(0, 40)  # over ANSWER_MEMO_MAX_SRV: not kept
+        name = "t {}.w.tools." if i % 7 == 0 else "t{}.w.tools."  # a space: not plain
+        srv = [(0, 1, 443, name.format(j)) for j in range(n)]
+        a = [(name.format(j), f"127.64.0.{j + 1}") for j in range(n)]
+        limit = rng.choice([512, 1232, 65535])  # 512 bytes: many answers do not fit
+        args = (0, 0, question, srv, a, 1232 if i % 2 else None, limit)
+        for qid in (i, 65535 - i):
+            assert message.encode_answer(qid, *args) == message._encode_answer(qid, *args)
+        assert len(message._ANSWERS) <= 20
+    assert None in message._ANSWERS.values()  # "cannot be written" (None) is kept too
+
+
+def test_derived_readings_are_shared_by_messages_of_the_same_content() -> None:
+    """What a reader derives from a response is kept with its content: a message with the
+    same bytes after the ID (another ID) finds it; other content, or dnslib's objects,
+    compute again; at most DERIVED_MAX readings are kept per content."""
+    from nodes.dns.message import DERIVED_MAX, derive
+
+    reply = DNSRecord(DNSHeader(id=7, qr=1, aa=1), q=DNSQuestion("d.tools.", QTYPE.A))
+    reply.add_answer(RR("d.tools.", QTYPE.A, rdata=A("127.0.0.9"), ttl=30))
+    wire = bytes(reply.pack())
+    first, again = parse_response(wire), parse_response(b"\x12\x34" + wire[2:])
+    assert first is not None and again is not None and again.header.id == 0x1234
+    calls: list[str] = []
+
+    def reading(tag: str) -> str:
+        calls.append(tag)
+        return f"{tag}:{first.rr[0].rdata}"
+
+    assert derive(first, "k", lambda: reading("k")) == "k:127.0.0.9"
+    assert derive(again, "k", lambda: reading("k")) == "k:127.0.0.9" and calls == ["k"]
+    other = DNSRecord(DNSHeader(id=7, qr=1, aa=1), q=DNSQuestion("e.tools.", QTYPE.A))
+    other.add_answer(RR("e.tools.", QTYPE.A, rdata=A("127.0.0.8"), ttl=30))
+    msg = parse_response(bytes(other.pack()))
+    derive(msg, "k", lambda: reading("other"))
+    derive(DNSRecord.parse(wire), "k", lambda: reading("dnslib"))  # no memo on dnslib's
+    assert calls == ["k", "other", "dnslib"]
+    for i in range(DERIVED_MAX + 5):
+        derive(first, ("many", i), lambda: reading("many"))
+    assert len(first.derived) == DERIVED_MAX and first.derived is again.derived
