@@ -344,8 +344,10 @@ def resolve_targets(ctx: Context, endpoints: list[Endpoint], result: DiscoveryRe
             if stale is not None:
                 result.cache["stale_a"] += 1
                 addresses[ep.target] = stale
+    # replace(ep, address=…) without its overhead: every field of Endpoint, in order (a
+    # field added to Endpoint must be added here too)
     return [Endpoint(ep.target, addresses[ep.target], ep.port, ep.priority, ep.weight, ep.zone,
-                     ep.score, ep.address6)  # replace(ep, address=…), without its overhead
+                     ep.score, ep.address6)
             for ep in endpoints if ep.target in addresses]
 
 

@@ -538,3 +538,25 @@ def test_zone_label_too_long_for_a_cursor_fails_that_walk_not_the_resolver():
     assert net.resolver.stats["unsendable_name"] == 1
     good = discover(net, Discovery("weather forecast for a city", service="mcp", k=1))
     assert [e.target.split(".")[0] for e in good.endpoints] == [ns.tools["s:a"].slug]
+
+
+def test_resolve_targets_copies_every_endpoint_field() -> None:
+    """resolve_targets builds Endpoint positionally (for speed): it must stay the same as
+    ``dataclasses.replace(ep, address=…)``, every field kept, whatever fields are added."""
+    import dataclasses
+    import random as _random
+
+    from nodes.resolver.types import Discovery, DiscoveryResult, Endpoint
+    from nodes.resolver.walk import resolve_targets
+
+    resolver = RecursiveResolver(["127.1.0.1"], _random.Random(0))
+    values = {f.name: f"v-{f.name}" for f in dataclasses.fields(Endpoint)}
+    values.update(target="t1.w.tools.", address=None, zone="w.tools.")
+    ep = Endpoint(**values)  # type: ignore[arg-type]
+    ctx = resolver._ctx
+    ctx.caches.put(ctx.caches.addr, "t1.w.tools.", "127.64.0.1", 60)  # a cached A: no ask
+    rounds = resolve_targets(ctx, [ep], DiscoveryResult(request=Discovery("x"), started=0.0),
+                             {})
+    with pytest.raises(StopIteration) as done:
+        next(rounds)
+    assert done.value.value == [dataclasses.replace(ep, address="127.64.0.1")]
