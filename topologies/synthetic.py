@@ -19,6 +19,7 @@ from topologies.addresses import assign_endpoints
 from topologies.draws import below, sample
 from topologies.gcpause import gc_paused
 from topologies.namespace import ROOT, TLD, Namespace, Query, Tool, ZoneNode
+from topologies.ondemand import OnDemand
 from topologies.readable import ReadableWords
 from topologies.words import CONS, VOWELS, Vocabulary, Words
 
@@ -234,7 +235,7 @@ class _Builder:
         return tool
 
 
-class DrawnQueries(Sequence[Query]):
+class DrawnQueries(OnDemand[Query]):
     """A synthetic namespace's queries, drawn when they are read, always the same ones.
 
     Each query names a drawn tool: one drawn word of each zone on its path, then its name.
@@ -264,13 +265,6 @@ class DrawnQueries(Sequence[Query]):
 
     def __len__(self) -> int:
         return self._n
-
-    def __eq__(self, other: object) -> bool:  # equal to any sequence of the same items
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]  # compared by value, like a list
 
     def __iter__(self) -> Iterator[Query]:
         return iter(self._all) if self._all is not None else self._draw()

@@ -22,6 +22,7 @@ import numpy as np
 from sim.errors import ScenarioError, shown
 from sim.scenario import Scenario
 from topologies.namespace import Namespace, Query
+from topologies.ondemand import OnDemand
 from topologies.synthetic import DrawnQueries
 
 
@@ -150,7 +151,7 @@ def _trace(path: str, pool: list[Query]) -> list[tuple[float, Query]]:
     return sorted(out, key=lambda x: x[0])
 
 
-class Jobs(Sequence[Job]):
+class Jobs(OnDemand[Job]):
     """All jobs of all phases in schedule order, each made when it is read.
 
     A run of 10^6 discoveries would hold 10^6 :class:`Job` objects (~110 bytes each); this
@@ -178,13 +179,6 @@ class Jobs(Sequence[Job]):
 
     def __len__(self) -> int:
         return self._n
-
-    def __eq__(self, other: object) -> bool:  # equal to any sequence of the same items
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]  # compared by value, like a list
 
     @overload
     def __getitem__(self, j: int) -> Job: ...

@@ -39,6 +39,15 @@ from topologies.taxonomy import (
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def evaluator_walks(ns: Namespace, scorer: Scorer, search: str) -> list:
+    """Each query's tools by the evaluator's walk (K = 3, beam 2, merged by score): the
+    global beam for ``search: global``, else the split walk."""
+    hier = InProcessHierarchy(ns, scorer)
+    if search == "global":
+        return [hier.global_walk(q.text, q.service, 3, 2).tools for q in ns.queries]
+    return [hier.walk(q.text, q.service, 3, 2, merge="score").tools for q in ns.queries]
+
+
 def dns_walk(ns: Namespace, scorer: str | Scorer, queries, k: int, beam: int,
              config: ResolverConfig | None = None) -> list[list[str]]:
     _h, net = wired(ns, scorer=scorer, config=config)
@@ -138,13 +147,10 @@ def test_centroid_routing_equals_resolver_walk(search: str) -> None:
         assert set(node.centroids) == ns.services_below()[zone]
         assert all(abs(np.linalg.norm(v) - 1) < 1e-5 for v in node.centroids.values())
     scorer = DenseScorer(hashed_words)
-    hier = InProcessHierarchy(ns, scorer)
-    if search == "global":
-        mine = [hier.global_walk(q.text, q.service, 3, 2).tools for q in ns.queries]
-    else:
-        mine = [hier.walk(q.text, q.service, 3, 2, merge="score").tools for q in ns.queries]
+    mine = evaluator_walks(ns, scorer, search)
     config = ResolverConfig(search=search, merge="score")  # type: ignore[arg-type]
     assert mine == dns_walk(ns, scorer, ns.queries, 3, 2, config)
+    hier = InProcessHierarchy(ns, scorer)
     # the parent scores a child by cosine with the child's centroid for the query's service
     for q in ns.queries:
         _, kids, eligible, index = hier.children("tools.", q.service)

@@ -13,10 +13,9 @@ from nodes.resolver.config import ResolverConfig
 from nodes.scoring import DenseScorer
 from sim.evalspec import EvalScenario
 from sim.loading import load_scenario
-from sim.retrieval.hierarchy import InProcessHierarchy
 from sim.retrieval.run import run_eval
 from sim.run.runner import run_scenario
-from tests.sim.retrieval.test_eval import dns_walk
+from tests.sim.retrieval.test_eval import dns_walk, evaluator_walks
 from tests.vectors import hashed_words
 from topologies.datasets import load_catalog, load_queries, synthetic_catalog
 from topologies.learned import log_split, pseudo_vectors
@@ -37,11 +36,7 @@ def test_learned_centroids_route_the_resolver_as_the_evaluator(search: str) -> N
     add_centroids(ns, hashed_words, pseudo_vectors(ns, hashed_words, log, per_tool=10))
     assert any(n.centroids != plain[z] for z, n in ns.zones.items())  # the log moved them
     scorer = DenseScorer(hashed_words)
-    hier = InProcessHierarchy(ns, scorer)
-    if search == "global":
-        mine = [hier.global_walk(q.text, q.service, 3, 2).tools for q in ns.queries]
-    else:
-        mine = [hier.walk(q.text, q.service, 3, 2, merge="score").tools for q in ns.queries]
+    mine = evaluator_walks(ns, scorer, search)
     config = ResolverConfig(search=search, merge="score")  # type: ignore[arg-type]
     assert len(ns.queries) == len(test) and mine == dns_walk(ns, scorer, ns.queries, 3, 2,
                                                               config)
