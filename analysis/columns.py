@@ -136,8 +136,8 @@ SUMMARY_KEYS = (
        "below)", "workload.phases > 1"),
     _f("replay", "", "per scheme: completed queries, warm_time_s, end_time_s, lost_packets, "
        "schedule_error_ms (and dot_opened/dot_closed with DNS over TLS)"),
-    _f("provenance", "", "tooldns version, git commit, python, platform, host, times, argv "
-       "(not deterministic)"),
+    _f("provenance", "", "tooldns version, git commit, python, compiled modules (`tooldns "
+       "compile`; else `[]`), platform, host, times, argv (not deterministic)"),
     _f("trust", "", "rogue_tools and per scheme policy, rogue_returned, queries_with_rogue, "
        "rogue_at_1, recall_at_k, recall_cost, latency_cost_ms ...",
        "namespace with rogue tools or a trust policy"),

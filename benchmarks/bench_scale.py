@@ -27,7 +27,9 @@ What it measures
     simpy model ÷ events per discovery: what the event loop alone would allow). With
     ``--baseline-tree DIR`` the same yardstick also runs on another checkout (a subprocess
     with that tree first on ``sys.path``) and the speed-up is printed; round trips and
-    bytes per discovery must agree between the two (wire-exact).
+    bytes per discovery must agree between the two (wire-exact). ``--compiled`` also runs
+    this tree compiled by mypyc (:mod:`sim.compiled`, built into a temporary folder) and
+    prints its speed-up; round trips, bytes and events per discovery must be equal.
 
     ``memory`` — peak RSS against the number of queries (records are streamed to disk as
     discoveries finish, so it should stay flat): for each Q in ``--counts`` (10^4, 10^5,
@@ -64,6 +66,7 @@ import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -301,6 +304,14 @@ def rate(args: argparse.Namespace) -> int:
     trees = [("this tree", str(ROOT))]
     if args.baseline_tree:
         trees.append(("baseline", str(Path(args.baseline_tree).resolve())))
+    scratch = None
+    if args.compiled:  # this tree's hot modules compiled by mypyc, in a copy (sim.compiled)
+        from sim.compiled import build
+
+        scratch = tempfile.TemporaryDirectory(prefix="rate-compiled-")
+        made = build(Path(scratch.name) / "code")
+        print(f"compiled {len(made['modules'])} modules with mypyc in {made['built_s']} s")
+        trees.append(("compiled", str(Path(scratch.name) / "code")))
     floor = simpy_floor()
     print(f"simpy floor: {floor:,.0f} events/s (minimal timeout ping-pong, 16 processes)")
     print(f"yardstick: {args.tools:,} tools, branching 10, depth 3, BM25, resolver cache "
@@ -321,10 +332,17 @@ def rate(args: argparse.Namespace) -> int:
         print(f"{label:12s} {r['sim_s']:8.2f} {rate_:12,.0f} {per:12.1f} "
               f"{rate_ / (floor / per):9.1%} {r['rtt']:9.2f} {r['bytes']:11.1f}"
               + ("" if r["packet_cache_off"] else "  (packet cache on: no switch)"))
-    if len(rows) == 2:
+    if "baseline" in rows:
         a, b = rows["this tree"], rows["baseline"]
         print(f"\nspeed-up against the baseline tree: {b['sim_s'] / a['sim_s']:.2f}x "
               f"(same machine, one run each)")
+    if "compiled" in rows:
+        a, c = rows["this tree"], rows["compiled"]
+        same = (a["rtt"], a["bytes"], a["events"]) == (c["rtt"], c["bytes"], c["events"])
+        print(f"compiled against this tree: {a['sim_s'] / c['sim_s']:.2f}x; round trips, "
+              f"bytes and events per discovery {'equal' if same else 'DIFFERENT'}")
+    if scratch is not None:
+        scratch.cleanup()
     return 0
 
 
@@ -437,6 +455,8 @@ def main() -> int:
     r.add_argument("--queries", type=int, default=10_000)
     r.add_argument("--pool", type=int, default=2000, help="distinct intents the queries are "
                    "drawn from (= --queries: none repeats, so no memo of the simulator helps)")
+    r.add_argument("--compiled", action="store_true", help="also run this tree compiled "
+                   "by mypyc (`tooldns compile` into a temporary folder, ~1 min)")
     r.add_argument("--baseline-tree", help="another checkout to run the same yardstick with "
                    "(e.g. `git worktree add /tmp/base <commit>`), for a speed-up ratio")
     r.add_argument("--child", help=argparse.SUPPRESS)

@@ -17,6 +17,8 @@ Run
     python3 benchmarks/golden.py --record   # write benchmarks/golden.json (before a change)
     python3 benchmarks/golden.py --only quickstart
     python3 benchmarks/golden.py --only quickstart faults --skip retrieval
+    python3 benchmarks/golden.py --compiled    # the same, compiled by mypyc (sim.compiled)
+    python3 benchmarks/golden.py --code DIR    # the code in DIR (`tooldns compile --out DIR`)
 
 A scenario without a recorded digest is named and not run (unless ``--only`` names it).
 """
@@ -33,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+if "--code" in sys.argv[:-1]:  # before the imports below: the packages come from DIR
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--code") + 1]).resolve()))
 
 from sim.loading import load_scenario  # noqa: E402
 from sim.provenance import deterministic_summary  # noqa: E402
@@ -142,7 +146,15 @@ def main() -> int:
                    help="write benchmarks/golden.json (the cases run; others are kept)")
     p.add_argument("--only", nargs="+", help="run only cases whose name contains one of these")
     p.add_argument("--skip", nargs="+", help="skip cases whose name contains one of these")
+    p.add_argument("--code", type=Path, help="run with the packages in this folder (a "
+                   "compiled copy from `tooldns compile --out DIR`, or any checkout)")
+    p.add_argument("--compiled", action="store_true", help="build a compiled copy of this "
+                   "tree in a temporary folder (mypyc, ~1 min) and check with it")
     args = p.parse_args()
+    if args.compiled:
+        return _compiled(sys.argv[1:])
+    if args.code:
+        print(_code_line(args.code), flush=True)
     golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
     if not args.record and golden.get("_versions", versions()) != versions():
         print(f"note: digests recorded with {golden['_versions']}, running {versions()}; "
@@ -182,6 +194,34 @@ def main() -> int:
     elif bad:
         print(f"{bad} case(s) differ from {GOLDEN.name}")
     return 1 if bad else 0
+
+
+def _compiled(argv: list[str]) -> int:
+    """This script again, run with a compiled copy of this tree built for it."""
+    import subprocess
+
+    from sim.compiled import build
+
+    with tempfile.TemporaryDirectory(prefix="golden-compiled-") as tmp:
+        made = build(Path(tmp) / "code")
+        print(f"compiled {len(made['modules'])} modules in {made['built_s']} s", flush=True)
+        rest = [a for a in argv if a != "--compiled"]
+        return subprocess.run([sys.executable, __file__, "--code", str(Path(tmp) / "code"),
+                               *rest], check=False).returncode
+
+
+def _code_line(code: Path) -> str:
+    """Where the packages come from, which hot modules are compiled, and whether the copy
+    is older than its origin."""
+    import sim
+    from sim.compiled import HOT, loaded, stale
+
+    for module in HOT:
+        __import__(module)
+    changed = stale(code.resolve())
+    return (f"code: {Path(sim.__file__).parents[1]}; compiled: {len(loaded())} of "
+            f"{len(HOT)} hot modules"
+            + (f"; STALE: {len(changed)} files changed since the build" if changed else ""))
 
 
 if __name__ == "__main__":

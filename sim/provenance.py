@@ -1,4 +1,5 @@
-"""Where a result came from: version, git commit, machine, time and command line.
+"""Where a result came from: version, git commit, compiled modules, machine, time and
+command line.
 
 Written as the last key (``provenance``) of a run's ``summary.json`` and a sweep's
 ``sweep.json``. Everything else in those files depends only on the scenario and seed (on
@@ -17,6 +18,8 @@ import sys
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+
+from sim.compiled import loaded
 
 KEY = "provenance"
 REPO = Path(__file__).resolve().parents[1]
@@ -53,6 +56,7 @@ def provenance(started: datetime, argv: list[str] | None = None) -> dict:
         "git_commit": commit,
         "git_dirty": None if status is None else bool(status),
         "python": platform.python_version(),
+        "compiled": loaded(),  # hot modules that ran compiled (sim.compiled), else []
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "hostname": socket.gethostname(),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
+from mypy_extensions import mypyc_attr
 
 from topologies.graphnodes import Node, node_key
 from topologies.links import LinkSpec
@@ -46,12 +47,18 @@ class _Route:
     mean_delay: float
     fixed: float | None = None
 
+    def __reduce__(self) -> tuple[type[_Route], tuple[tuple[Node, ...], tuple[LinkSpec, ...],
+                                                     float, float | None]]:
+        # by its fields: compiled by mypyc, a frozen dataclass is not restored field by field
+        return (_Route, (self.nodes, self.links, self.mean_delay, self.fixed))
+
     @classmethod
     def of(cls, nodes: tuple[Node, ...], links: tuple[LinkSpec, ...], mean_delay: float
            ) -> _Route:
         return cls(nodes, links, mean_delay, _fixed_delay(links))
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class PathModel:
     """One-way delays between placed roles along shortest paths by mean link delay.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 BLOCK = 4096  # draws per refill: large enough to amortise numpy's call, small in memory
 
@@ -16,6 +17,7 @@ class Draws(Protocol):
     def random(self) -> float: ...
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Uniforms:
     """``random()`` in [0, 1) from ``rng`` — the same values, in the same order, as that
     many ``rng.random()`` calls (numpy fills a block from the same stream) — at a fraction

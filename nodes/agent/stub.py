@@ -21,9 +21,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Literal
+from typing import Any, Literal
 
 from dnslib import RCODE, DNSHeader, DNSQuestion, DNSRecord
+from mypy_extensions import mypyc_attr
 
 from nodes.dns.codec import parse_message
 from nodes.dns.message import TYPE_A, TYPE_SRV, Message, derive, encode_query, parse_response
@@ -44,11 +45,12 @@ _QTYPE_NAMES = {TYPE_SRV: "SRV", TYPE_A: "A", TYPE_AAAA: "AAAA"}
 _PRIORITY = attrgetter("priority")
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class StubResult:
     """The agent's view of one discovery."""
 
-    tag: object
+    tag: Any  # whatever the caller passed to ask (Any, not object: mypyc-compiled dataclasses)
     request: Discovery
     sent: float
     finished: float = 0.0
@@ -66,6 +68,7 @@ class StubResult:
         return self.finished - self.sent
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class _Pending:
     result: StubResult
@@ -78,6 +81,7 @@ class _Pending:
     qtype: int = TYPE_SRV
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class StubAgent:
     """A DNS stub client speaking the ToolDNS option to one recursive resolver."""
 
@@ -180,7 +184,7 @@ class StubAgent:
                 self._finish(p.result, now, "SERVFAIL", "timeout")
 
     def receive(self, data: bytes, src: Address, now: float, transport: Transport = "udp") -> None:
-        msg = parse_response(data)  # fast path for the common shapes; else dnslib
+        msg: DNSRecord | Message | None = parse_response(data)  # fast path; else dnslib
         if msg is None:
             try:
                 msg = parse_message(data, text=True)  # names checked (nodes.dns.codec)

@@ -56,6 +56,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from nodes.authoritative.answers import referral, semantic, standard, tools_answer
 from nodes.authoritative.fit import fit, size_limit
@@ -116,6 +117,7 @@ _RX = {"udp": "rx_udp", "tcp": "rx_tcp"}  # counter keys, not rebuilt per query
 _CACHE_ENTRY_OVERHEAD = 220
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class ServerStats:
     """Counters a server keeps; engines read them into per-node load records."""
@@ -132,6 +134,7 @@ class ServerStats:
 _NameInfo = tuple[tuple[str, str, str, bool] | None, dict[str, int]]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class AuthoritativeServer:
     """Serves one or more ToolDNS zones; stateless per message apart from counters/caches."""
 

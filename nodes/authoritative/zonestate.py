@@ -15,6 +15,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
 from nodes.authoritative.reply import NOERROR, NXDOMAIN, Reply
 from nodes.dns.codec import AAAA, NS, SOA, SRV, TXT, A, Rec, character_strings
 from nodes.dns.wire import is_subdomain, normalise
@@ -74,6 +76,7 @@ def txt_record(owner: str, strings: list[bytes], ttl: int) -> Rec:
     return Rec(owner, TXT, ttl, (character_strings(strings),))
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class Child:
     """A delegated child with its prepared NS, in-domain glue and summary hint."""
@@ -89,6 +92,7 @@ class Child:
 ToolRecs = tuple[Rec, Rec, Rec | None]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Tools:
     """A leaf's tools of one service, with their score index; each tool's records are
     encoded when an answer first chooses it (a query picks K of them). The SRV record is
@@ -117,6 +121,7 @@ class Tools:
         return recs
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class ZoneState:
     """A zone plus its lookup tables and lazily built score indexes."""

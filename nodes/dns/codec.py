@@ -27,6 +27,7 @@ from collections import OrderedDict
 from functools import lru_cache
 
 from dnslib import DNSBuffer, DNSLabel, DNSRecord
+from mypy_extensions import mypyc_attr
 
 _HEADER = struct.Struct("!HHHHHH")
 _RR_FIXED = struct.Struct("!HHIH")
@@ -47,6 +48,7 @@ class FormatError(ValueError):
     """The message is not a well-formed DNS query (peer's fault)."""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class QueryView:
     """What the server needs from a query, however it was parsed (read-only by convention).
 
@@ -374,6 +376,7 @@ def put_name(buf: bytearray, names: dict[str, int], name: PreparedName) -> None:
         names[keys[j]] = at
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _Marker:
     """A module-level sentinel that stays itself through pickling (engines that ship nodes
     to other processes, e.g. Ray actors and Mininet hosts, compare it with ``is``)."""
@@ -392,6 +395,7 @@ class _Marker:
 RDATA = _Marker("RDATA")
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Rec:
     """A resource record, encoded as far as possible when the zone is loaded.
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from dnslib import DNSRecord
+from mypy_extensions import mypyc_attr
 
 _HEADER = struct.Struct("!HHHHHH")
 _QFIXED = struct.Struct("!HH")
@@ -47,6 +48,7 @@ TYPE_CNAME = 5  # not read here (a message with one goes to dnslib)
 RC_NOERROR, RC_FORMERR, RC_SERVFAIL, RC_NXDOMAIN, RC_NOTIMP, RC_REFUSED = range(6)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Header:
     """The header fields the resolver reads (names as in ``dnslib.DNSHeader``); the flags
     are split out of ``bitmap`` once, not per read."""
@@ -70,6 +72,7 @@ class Header:
         self.rcode = bitmap & 0xF
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Question:
     __slots__ = ("qclass", "qname", "qtype")
 
@@ -77,6 +80,7 @@ class Question:
         self.qname, self.qtype, self.qclass = qname, qtype, qclass
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Record:
     """A resource record: ``rdata`` is one of the RDATA classes below (a list of
     :class:`Option` for OPT, whose ``rclass`` is the UDP size, as in dnslib)."""
@@ -95,12 +99,14 @@ class Record:
         self.rdata = rdata
 
 
+@mypyc_attr(native_class=False)  # compiled, a str subclass must stay a Python class
 class AData(str):
     """An IPv4 address; ``str(rdata)`` is the dotted quad, as with dnslib."""
 
     __slots__ = ()
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class NSData:
     __slots__ = ("label",)
 
@@ -111,6 +117,7 @@ class NSData:
         return self.label
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SRVData:
     __slots__ = ("port", "priority", "target", "weight")
 
@@ -118,6 +125,7 @@ class SRVData:
         self.priority, self.weight, self.port, self.target = priority, weight, port, target
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class TXTData:
     __slots__ = ("data",)
 
@@ -125,6 +133,7 @@ class TXTData:
         self.data = data
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SOAData:
     __slots__ = ("mname", "rname", "times")
 
@@ -132,6 +141,7 @@ class SOAData:
         self.mname, self.rname, self.times = mname, rname, times
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Option:
     """One EDNS0 option (``dnslib.EDNSOption``'s ``code`` and ``data``)."""
 
@@ -141,6 +151,7 @@ class Option:
         self.code, self.data = code, data
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Message:
     """A parsed response with dnslib's section names; ``wire`` keeps the bytes.
 

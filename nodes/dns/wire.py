@@ -75,6 +75,10 @@ class Intent:
     k: int = 1
     version: int = INTENT_VERSION
 
+    def __reduce__(self) -> tuple[type[Intent], tuple[str, int, int]]:
+        # by its fields: compiled by mypyc, a frozen dataclass is not restored field by field
+        return (Intent, (self.text, self.k, self.version))
+
     def __post_init__(self) -> None:
         if not 0 <= self.k <= 255:
             raise IntentError(f"K must fit in 8 bits, got {self.k}")

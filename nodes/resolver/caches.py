@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import numpy as np
 from dnslib import DNSRecord
+from mypy_extensions import mypyc_attr
 
 from nodes.dns.cache import Entry, Store, Table
 from nodes.dns.message import TYPE_A, TYPE_NS, TYPE_TXT, Message, derive
@@ -36,6 +37,7 @@ Known = dict[str, tuple[Address, ...]]  # delegations learned during one task
 _Indexed = tuple[list[ChildInfo], ScoreIndex]  # a child list and its score index
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Caches:
     """The resolver's cached data, read and written at the time :attr:`now`."""
 

@@ -57,14 +57,14 @@ def view_intent(view: QueryView, option_code: int) -> Intent | None:
 
 def error_reply(query: DNSRecord, rcode: int) -> bytes:
     """An answer with no records and ``rcode``."""
-    return _reply(query, rcode).pack()
+    return bytes(_reply(query, rcode).pack())  # dnslib packs a bytearray
 
 
 def malformed_reply(data: bytes) -> bytes | None:
     """FORMERR for bytes that look like a query but do not parse (None if not a query)."""
     if len(data) >= 12 and not data[2] & 0x80:
         header = DNSHeader(id=int.from_bytes(data[:2], "big"), qr=1, ra=1, rcode=RC_FORMERR)
-        return DNSRecord(header).pack()
+        return bytes(DNSRecord(header).pack())
     return None
 
 
@@ -136,12 +136,12 @@ def _fit(config: ResolverConfig, query: DNSRecord, reply: DNSRecord, transport: 
     limit = MAX_MESSAGE_SIZE if transport == "tcp" else (
         min(requester_udp_size(query), config.edns_size)
         if find_opt(query) is not None else CLASSIC_UDP_SIZE)
-    wire = reply.pack()
+    wire = bytes(reply.pack())  # dnslib packs a bytearray
     if len(wire) > limit:
         opt = find_opt(reply)
         reply.rr, reply.auth, reply.ar = [], [], [opt] if opt else []
         reply.header.tc = 1
-        wire = reply.pack()
+        wire = bytes(reply.pack())
     return wire
 
 

@@ -24,9 +24,10 @@ import random
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from dnslib import QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
+from mypy_extensions import mypyc_attr
 
 from nodes.dns.codec import QueryView, parse_message, parse_query
 from nodes.dns.message import (
@@ -76,6 +77,7 @@ _SENT = {"udp": "sent_udp", "tcp": "sent_tcp", "tls": "sent_tls"}
 _RCODE_TEXT = {code: rcode_text(code) for code in range(16)}
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class _Task:
     gen: Rounds[object]
@@ -85,7 +87,7 @@ class _Task:
     # stub query to answer when done: dnslib's parse, or the fast view with its bytes
     client: ClientQuery | None = None
     client_wire: bytes = b""
-    value: object = None  # the generator's return value
+    value: Any = None  # the generator's return value (Any, not object: mypyc dataclasses)
     waiting: int = 0  # asks of the round still without a reply
 
 
@@ -94,6 +96,7 @@ def _complete(replies: list[Reply | None]) -> TypeGuard[list[Reply]]:
     return all(r is not None for r in replies)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class _Pending:
     task: _Task
@@ -109,6 +112,7 @@ class _Pending:
     step: Step | None
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class RecursiveResolver:
     """ToolDNS-aware recursive resolver; also answers stub clients."""
 
@@ -337,7 +341,7 @@ class RecursiveResolver:
             opt.rdata.extend(EDNSOption(code, data) for code, data in options)
             opt.ttl |= opt_ttl
             query.add_ar(opt)
-            wire = query.pack()
+            wire = bytes(query.pack())  # dnslib packs a bytearray
         return wire
 
     def _embedding(self, text: str) -> bytes:

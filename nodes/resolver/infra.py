@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 
+from mypy_extensions import mypyc_attr
+
 from nodes.dns.zone import Address
 from nodes.resolver.config import ResolverConfig
 
@@ -14,6 +16,7 @@ TLS_DOWN_MAX = 4096  # servers whose failed DNS over TLS is remembered
 TLS_HOLDDOWN = 60.0  # seconds such a server is asked over the fallback transport
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Infra:
     """Smoothed RTTs (bounded: the server learned first is forgotten first)."""
 

@@ -104,6 +104,10 @@ class MergePolicy:
     merge: Merge
     wants_scores: bool = False
 
+    def __reduce__(self) -> tuple[type[MergePolicy], tuple[Merge, bool]]:
+        # by its fields: compiled by mypyc, a frozen dataclass is not restored field by field
+        return (MergePolicy, (self.merge, self.wants_scores))
+
     def __call__(self, lists: Sequence[Sequence[T]], scores: Sequence[Sequence[float]] | None,
                  k: int, key: Callable[[T], Hashable] | None = None) -> list[T]:
         return self.merge(lists, scores, k, key)

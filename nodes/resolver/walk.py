@@ -12,6 +12,7 @@ from operator import attrgetter
 
 import numpy as np
 from dnslib import DNSRecord
+from mypy_extensions import mypyc_attr
 
 from nodes.dns.message import RC_NXDOMAIN, TYPE_A, TYPE_NS, TYPE_SRV, derive
 from nodes.dns.wire import (
@@ -94,6 +95,7 @@ def _aware(ctx: Context, req: Discovery, result: DiscoveryResult) -> Rounds[None
         result.error = None
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class _Level:
     """One round of the walk: the asks, and the branches (or global pool) found."""
@@ -104,6 +106,7 @@ class _Level:
     pool: list[tuple[str, float]] = field(default_factory=list)  # global: scored children
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _Walk:
     """Rounds of the beam walk from branches down to leaves, collecting the leaves' lists.
 

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from analysis.pipes import closed
 from sim.cli import (
+    compile,
     eval,
     export_zones,
     query,
@@ -30,7 +31,7 @@ from sim.cli import (
     sweep,
     validate,
 )
-from sim.cli.common import consoles, stderr, warning_lines
+from sim.cli.common import consoles, stderr, warn, warning_lines
 
 
 class Command(Protocol):
@@ -59,6 +60,7 @@ COMMANDS: dict[str, Command] = {
     "report": report,
     "validate": validate,
     "schema": schema,
+    "compile": compile,
 }
 
 
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO,
                             format="%(asctime)s %(name)s %(levelname)s %(message)s",
                             stream=sys.stderr)
+    _warn_if_stale()
     try:
         with warning_lines():
             code = COMMANDS[args.command].run(args)
@@ -118,6 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `tooldns schema | head -1`: quietly, 141
         return closed()
     return code
+
+
+def _warn_if_stale() -> None:
+    """A warning when this code runs from a compiled copy older than its origin."""
+    from sim.compiled import HERE, stale
+
+    changed = stale()
+    if changed:
+        warn(f"running from the compiled copy {HERE}, built before {len(changed)} of its "
+             f"origin's files changed ({', '.join(changed[:3])}"
+             f"{', …' if len(changed) > 3 else ''}): rebuild with tooldns compile")
 
 
 if __name__ == "__main__":

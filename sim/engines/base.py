@@ -22,7 +22,9 @@ class EngineOutput:
     stubs: list[tuple[Job, StubResult | RegistryResult]] = field(default_factory=list)
     walks: dict[tuple[str, int], list[DiscoveryResult]] = field(default_factory=dict)
     warmups: list[DiscoveryResult] = field(default_factory=list)
-    load: dict[str, dict[str, float]] = field(default_factory=dict)  # address -> counters
+    # address -> counters (ints: packets, bytes, replies; int | float so compiled code keeps
+    # the ints as ints, sim.compiled)
+    load: dict[str, dict[str, int | float]] = field(default_factory=dict)
     schedule_error: list[float] = field(default_factory=list)  # actual - scheduled send time
     lost: int = 0
     flows: dict[tuple[str, int], int] = field(default_factory=dict)  # live: (ip, port) -> conn

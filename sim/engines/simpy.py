@@ -25,6 +25,7 @@ from typing import cast
 
 import numpy as np
 import simpy
+from mypy_extensions import mypyc_attr
 from simpy.events import NORMAL
 
 from nodes.agent.session import DnsAgent
@@ -51,6 +52,7 @@ TX, RX = 0, 2  # DnsRun.traffic: [TX] packets sent, [TX + 1] their bytes; RX the
 Callback = Callable[[simpy.Event], None]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _Call:
     """A bare simpy event for the message path: ``Environment.step`` pops it and runs its
     callbacks, as it would a Timeout's (same heap entry: time, priority NORMAL, next ID),
@@ -129,7 +131,8 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
 
     Without the cyclic garbage collector: a run makes almost no cyclic garbage (messages,
     steps and events are freed by reference counting; 32 objects were left for the
-    collector after 2,000 and after 6,000 discoveries alike), while each collection walks
+    collector after 2,000 and after 6,000 discoveries alike on the rate yardstick, a few
+    thousand in some of quickstart's schemes), while each collection walks
     every live object of the namespace and servers — about 15 % of a run's time."""
     with gc_paused():
         if plan.registry is not None:
@@ -137,6 +140,7 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
         return DnsRun(plan).run()
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class DnsRun:
     """A ToolDNS scheme in virtual time: DNS messages between resolvers, servers and agents.
 
@@ -472,6 +476,7 @@ class DnsRun:
         return lambda _e: apply(env.now)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class HttpRun:
     """A registry scheme: agents talk HTTP/1.1 (optionally over TLS) to one registry host.
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from nodes.agent.stub import StubResult
 from nodes.registry.client import RegistryResult
 from sim.accounting import DotModel, TcpModel, dot_acks
@@ -43,6 +45,7 @@ from sim.schemes import DnsScheme, RegistryScheme, SchemeSpec
 Key = tuple[str, int]  # (agent address, DNS query ID)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class _Parked:
     """A finished DNS discovery waiting for the walks of its timed-out queries."""
@@ -53,6 +56,7 @@ class _Parked:
     keys: set[Key]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Recorder:
     """Turns one scheme's finished discoveries into rows (``spool``, ``tally``); told of
     each as it ends (:meth:`stub`) and of the rest at the end (:meth:`drain`)."""

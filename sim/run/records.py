@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from mypy_extensions import mypyc_attr
 
 from nodes.agent.session import SessionAgent
 from nodes.agent.stub import StubResult
@@ -99,11 +102,14 @@ def _walk_examined(walk: DiscoveryResult, zone_of: dict[str, str],
     return total
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class Lookups:
     """What records look up in the namespace, built once per run."""
 
-    target_ids: dict[str, str]  # SRV target -> tool id (built per zone as answers come in)
+    # SRV target -> tool id, built per zone as answers come in (a dict whose get is its own:
+    # a Mapping, so compiled code calls that get, not dict's)
+    target_ids: Mapping[str, str]
     registry_ids: dict[str, str]  # registry URL -> tool id (registry schemes)
     per_service: Counter[str]  # tools per service (what a registry search scores)
     candidates: dict[tuple[str, str], int]  # (zone, service) -> items its server scores
@@ -115,7 +121,7 @@ class Lookups:
 
 
 def query_record(sc: Scenario, engine: str, scheme: DnsScheme, job: Job, stub: StubResult,
-                 walks: list[DiscoveryResult], target_ids: dict[str, str],
+                 walks: list[DiscoveryResult], target_ids: Mapping[str, str],
                  zone_of: dict[str, str], cand: dict[tuple[str, str], int],
                  dot: DotModel | None = None) -> dict:
     """One discovery's row (a ToolDNS scheme): outcome, accuracy, rounds, bytes, caches."""

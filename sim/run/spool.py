@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from mypy_extensions import mypyc_attr
 
 from analysis.files import OutputError
 
@@ -36,6 +37,7 @@ BLOCK_ROWS = 8192  # rows per block read back in job order
 CACHED_CHUNKS = 4  # chunks held while reading back (rows arrive nearly in job order)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class _Scheme:
     """Where one scheme's rows are: chunk number and row in it, per job (-1: none yet)."""
@@ -49,6 +51,7 @@ class _Scheme:
     ended: bool = False
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class RecordSpool:
     """Records of one run, scheme after scheme, in chunk files under ``folder`` (created;
     :meth:`close` removes it). Disk errors are :class:`analysis.files.OutputError`."""

@@ -171,7 +171,7 @@ def _figures(s: _Sums, tools: int, keys: tuple[str, ...]) -> dict:
            "search_space_reduction": (round(1 - mean("tools_examined") / tools, 6)
                                       if tools else None),
            "any_cache_hit": round(mean("any_cache_hit"), 6),
-           "start_s": round(s.start, 9)}
+           "start_s": round(float(s.start), 9)}  # float: the first send is at int 0
     return {k: out[k] for k in keys}
 
 
