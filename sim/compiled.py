@@ -102,7 +102,7 @@ def build(out: Path, origin: Path = HERE, modules: tuple[str, ...] = HOT,
     manifest = {"origin": str(origin), "modules": list(modules), "opt_level": opt_level,
                 "mypy": mypy_version, "python": platform.python_version(),
                 "built_s": round(time.perf_counter() - started, 1),
-                "files": _digests(origin, files)}
+                "files": _digests(partial, files)}  # what was compiled, not what is there now
     (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
