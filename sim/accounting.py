@@ -14,12 +14,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from nodes.resolver.types import Step
-
-if TYPE_CHECKING:  # a run's measured TLS sizes
-    from sim.build.registries import TlsSizes
 
 IPV4 = 20
 UDP = 8
@@ -36,6 +33,10 @@ class WireCost:
     def __add__(self, other: WireCost) -> WireCost:
         return WireCost(self.bytes_up + other.bytes_up, self.packets_up + other.packets_up,
                         self.bytes_down + other.bytes_down, self.packets_down + other.packets_down)
+
+    def __reduce__(self) -> tuple[type[WireCost], tuple[int, int, int, int]]:
+        # by its fields: compiled by mypyc, a frozen dataclass is not restored field by field
+        return (WireCost, (self.bytes_up, self.packets_up, self.bytes_down, self.packets_down))
 
 
 class Exchange(Protocol):
@@ -75,14 +76,18 @@ def exchange_cost(transport: str, query_len: int, reply_len: int) -> WireCost:
 def steps_cost(steps: Iterable[Step], dot: DotModel | None = None) -> WireCost:
     """Cost of a discovery's exchanges; exchanges over DNS over TLS (transport "tls")
     need ``dot``."""
-    total = WireCost()
+    bytes_up = packets_up = bytes_down = packets_down = 0  # summed, one WireCost at the end
     for s in steps:
         if s.transport == "tls":
             assert dot is not None  # a run over DNS over TLS has its model
-            total = total + dot_exchange_cost(s, dot)
+            cost = dot_exchange_cost(s, dot)
         else:
-            total = total + exchange_cost(s.transport, s.bytes_out, s.bytes_in)
-    return total
+            cost = exchange_cost(s.transport, s.bytes_out, s.bytes_in)
+        bytes_up += cost.bytes_up
+        packets_up += cost.packets_up
+        bytes_down += cost.bytes_down
+        packets_down += cost.packets_down
+    return WireCost(bytes_up, packets_up, bytes_down, packets_down)
 
 
 # ------------------------------------------------------------------ HTTP over TCP (and TLS)
@@ -117,6 +122,9 @@ class TcpModel:
 
     mtu: int = LOOPBACK_MTU
 
+    def __reduce__(self) -> tuple[type[TcpModel], tuple[int]]:  # as WireCost's
+        return (TcpModel, (self.mtu,))
+
     @property
     def mss(self) -> int:
         return self.mtu - IPV4 - TCP_TS
@@ -127,6 +135,30 @@ class TcpModel:
             return 0, 0
         n = -(-payload // self.mss)
         return n, payload + n * (IPV4 + TCP_TS)
+
+
+@dataclass(frozen=True)
+class TlsSizes:
+    """Bytes of each TLS 1.3 flight (full handshake) and per-record overhead, as
+    :func:`sim.build.registries.tls_sizes` measures them in a real handshake."""
+
+    client_hello: int
+    server_flight: int  # ServerHello … server Finished
+    client_finished: int
+    tickets: int  # NewSessionTicket records sent after the handshake
+    record_overhead: int  # header + content type + AEAD tag per application record
+    max_record: int = 16384
+
+    def records(self, payload: int) -> int:
+        """TLS bytes that carry ``payload`` application bytes in one write."""
+        if payload == 0:
+            return 0
+        n = -(-payload // self.max_record)
+        return payload + n * self.record_overhead
+
+    def __reduce__(self) -> tuple[type[TlsSizes], tuple[int, ...]]:  # as WireCost's
+        return (TlsSizes, (self.client_hello, self.server_flight, self.client_finished,
+                           self.tickets, self.record_overhead, self.max_record))
 
 
 ATO = 0.040  # Linux's delayed-ACK timeout floor (TCP_ATO_MIN = HZ / 25)
@@ -164,7 +196,7 @@ def http_cost(steps: Sequence[Exchange], opened: set[int], closed: bool, keepali
 
     ``steps`` are its HTTP exchanges in order (``conn``, application ``bytes_out`` and
     ``bytes_in``; 0 when no response came), ``opened`` the connections it opened, ``closed``
-    whether it closed its connection, ``tls`` a :class:`sim.build.registries.TlsSizes` or None;
+    whether it closed its connection, ``tls`` a :class:`TlsSizes` or None;
     ``response_acks`` (kept-alive plain TCP, from :func:`keepalive_acks`) overrides the
     client's pure ACKs after each response.
     """
@@ -220,7 +252,7 @@ def http_segment(tls: TlsSizes | None, payload: int) -> int:
 
 def open_cost(tls: TlsSizes | None, model: TcpModel) -> WireCost:
     """Opening a connection under :class:`TcpModel`: → SYN, ← SYN-ACK, → ACK and, with
-    ``tls`` (:class:`sim.build.registries.TlsSizes`), the TLS 1.3 flights → ClientHello, ← ACK,
+    ``tls`` (:class:`TlsSizes`), the TLS 1.3 flights → ClientHello, ← ACK,
     ← server flight, → ACK, → Finished, ← tickets (HTTPS and DNS over TLS alike)."""
     bare = IPV4 + TCP_TS
     bu, pu, bd, pd = IPV4 + TCP_SYN + bare, 2, IPV4 + TCP_SYN, 1
@@ -259,7 +291,7 @@ def dot_port(dns_port: int) -> int:
 @dataclass(frozen=True, slots=True)
 class DotModel:
     """What the cost of a DNS-over-TLS exchange depends on: the TLS sizes of the run's
-    certificate (:class:`sim.build.registries.TlsSizes`, a real in-memory handshake), the TCP
+    certificate (:class:`TlsSizes`, a real in-memory handshake), the TCP
     model, the client's pure ACK after each response by exchange (``id(step)`` → 0/1,
     from :func:`dot_acks`; missing: 1) and the server's pure ACK of pipelined queries
     (``server_acks``, also from :func:`dot_acks`; missing: 0)."""
@@ -268,6 +300,9 @@ class DotModel:
     model: TcpModel = TcpModel()
     acks: dict[int, int] | None = None
     server_acks: dict[int, int] | None = None
+
+    def __reduce__(self) -> tuple[type[DotModel], tuple[object, ...]]:  # as WireCost's
+        return (DotModel, (self.tls, self.model, self.acks, self.server_acks))
 
 
 def dot_acks(steps: Iterable[Step]) -> tuple[dict[int, int], dict[int, int]]:

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 #: The modules compiled: the codec, the resolver, the authoritative server, the stub, the
-#: path model and link draws, the simpy engine's message path, and the records of each
-#: discovery (what a simulated discovery spends its time in).
+#: path model and link draws, the simpy engine's message path, the wire cost model, and the
+#: records of each discovery (what a simulated discovery spends its time in).
 HOT: tuple[str, ...] = (
     "nodes.dns.message", "nodes.dns.codec", "nodes.dns.wire",
     "nodes.resolver.core", "nodes.resolver.walk", "nodes.resolver.caches",
@@ -40,7 +40,7 @@ HOT: tuple[str, ...] = (
     "nodes.authoritative.server", "nodes.authoritative.fit", "nodes.authoritative.answers",
     "nodes.authoritative.zonestate", "nodes.bm25",
     "nodes.agent.stub", "topologies.paths", "topologies.uniforms",
-    "sim.engines.simpy",
+    "sim.engines.simpy", "sim.accounting",
     "sim.run.records", "sim.run.spool", "sim.run.recorder")
 PACKAGES = ("nodes", "sim", "topologies", "analysis")
 MANIFEST = "COMPILED.json"

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import ssl
 
     from nodes.registry.pki import Identity
-    from sim.build.registries import TlsSizes
+    from sim.accounting import TlsSizes
 
 #: the name in the servers' DNS-over-TLS certificate, which resolvers authenticate (one
 #: certificate for every server of the run, as one operator's; RFC 6761 reserved name)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from nodes.registry.http import App, Limits
 from nodes.registry.pki import Identity, issue, make_ca
 from nodes.registry.server import RegistryServer
+from sim.accounting import TlsSizes
 
 if TYPE_CHECKING:
     from nodes.registry.base import RegistryTool
@@ -179,25 +180,6 @@ def client_context(ca_pem: str) -> ssl.SSLContext:
     ctx = _context(server=False)
     ctx.load_verify_locations(cadata=ca_pem)
     return ctx
-
-
-@dataclass(frozen=True)
-class TlsSizes:
-    """Bytes of each TLS 1.3 flight (full handshake) and per-record overhead."""
-
-    client_hello: int
-    server_flight: int  # ServerHello … server Finished
-    client_finished: int
-    tickets: int  # NewSessionTicket records sent after the handshake
-    record_overhead: int  # header + content type + AEAD tag per application record
-    max_record: int = 16384
-
-    def records(self, payload: int) -> int:
-        """TLS bytes that carry ``payload`` application bytes in one write."""
-        if payload == 0:
-            return 0
-        n = -(-payload // self.max_record)
-        return payload + n * self.record_overhead
 
 
 @functools.cache

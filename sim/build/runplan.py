@@ -17,9 +17,9 @@ from nodes.agent.stub import StubResult
 from nodes.registry.client import RegistryAgent, RegistryResult
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Discovery
-from sim.accounting import TcpModel
+from sim.accounting import TcpModel, TlsSizes
 from sim.build.hierarchy import DotSetup, Hierarchy
-from sim.build.registries import RegistrySetup, TlsSizes
+from sim.build.registries import RegistrySetup
 from sim.build.workload import Job
 from topologies.paths import PathModel
 

@@ -46,10 +46,10 @@ from nodes.registry.server import RegistryServer
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Discovery
 from nodes.scoring import model_loads
-from sim.accounting import dot_port, http_segment
+from sim.accounting import TlsSizes, dot_port, http_segment
 from sim.build.faults import registry_address
 from sim.build.hierarchy import DotSetup
-from sim.build.registries import RegistrySetup, TlsSizes, client_context
+from sim.build.registries import RegistrySetup, client_context
 from sim.build.runplan import RunPlan, StubSink
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput

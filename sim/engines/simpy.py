@@ -34,9 +34,8 @@ from nodes.dns.codec import parse_query
 from nodes.registry.base import Routes
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Outgoing, Step, Transport
-from sim.accounting import IPV4, TCP, TCP_SYN, TCP_TS, UDP
+from sim.accounting import IPV4, TCP, TCP_SYN, TCP_TS, UDP, TlsSizes
 from sim.build.faults import registry_address, registry_order
-from sim.build.registries import TlsSizes
 from sim.build.runplan import AGENT_PORT, RunPlan
 from sim.build.workload import Job, Jobs, jobs_of
 from sim.engines.base import EngineOutput
@@ -133,7 +132,9 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
     steps and events are freed by reference counting; 32 objects were left for the
     collector after 2,000 and after 6,000 discoveries alike on the rate yardstick, a few
     thousand in some of quickstart's schemes), while each collection walks
-    every live object of the namespace and servers — about 15 % of a run's time."""
+    every live object of the namespace and servers — about 15 % of a run's time. The run
+    loop (:func:`sim.run.runner.run_scheme`) keeps the collector off until what the run
+    left behind is frozen, so that no collection walks it right after the run either."""
     with gc_paused():
         if plan.registry is not None:
             return HttpRun(plan).run()

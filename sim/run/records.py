@@ -81,6 +81,10 @@ def _candidates(ns: Namespace) -> dict[tuple[str, str], int]:
     return out
 
 
+#: ``json.dumps(cache, sort_keys=True)`` without making an encoder per record
+_CACHE_JSON = json.JSONEncoder(sort_keys=True).encode
+
+
 def _walk_examined(walk: DiscoveryResult, zone_of: dict[str, str],
                    cand: dict[tuple[str, str], int]) -> int:
     """Items the servers scored for a walk: per answered cursor query (option) or
@@ -162,7 +166,7 @@ def query_record(sc: Scenario, engine: str, scheme: DnsScheme, job: Job, stub: S
         "packets_down": cost.packets_down,
         "servers_contacted": len({s.server for s in steps}),
         "cache_hits": sum(cache.values()),
-        "cache_detail": json.dumps(cache, sort_keys=True),
+        "cache_detail": _CACHE_JSON(cache),
         "timeouts": sum(s.outcome == "timeout" for s in steps + stub.steps),
         "retries": sum(s.outcome == "timeout" for s in steps),
         "tcp_exchanges": sum(s.transport == "tcp" for s in steps),

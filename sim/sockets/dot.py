@@ -63,7 +63,7 @@ class DotUpstream:
         # connection numbers are shared by an engine's resolvers
         self.pool: DotPool[Address, _DotConn] = DotPool(
             idle, max_connections, numbers or itertools.count(1), _DotConn)
-        self.sizes = sizes  # sim.build.registries.TlsSizes: the flights' sizes for the delays
+        self.sizes = sizes  # sim.accounting.TlsSizes: the flights' sizes for the delays
         # (own address, local port) -> connection number: lets a capture attribute the
         # encrypted packets of each connection (sim.run.capture, as registry flows)
         self.flows = flows if flows is not None else {}

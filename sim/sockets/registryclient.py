@@ -16,9 +16,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from nodes.registry.client import RegistryAgent, RegistryResult
-from sim.accounting import IPV4, TCP_SYN, TCP_TS, http_segment
+from sim.accounting import IPV4, TCP_SYN, TCP_TS, TlsSizes, http_segment
 from sim.build.faults import registry_order
-from sim.build.registries import REGISTRY_HOST, TlsSizes
+from sim.build.registries import REGISTRY_HOST
 from sim.sockets.timing import sleep_precisely
 
 #: ``delay(src, dst, IP bytes)``: one segment's emulated one-way delay (counted)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections import Counter
 from pathlib import Path
@@ -10,7 +11,15 @@ import numpy as np
 import pytest
 
 from sim.build.namespace import build_namespace, start_zone
-from sim.build.workload import Job, Jobs, build_jobs, generated_queries, jobs_of, query_pool
+from sim.build.workload import (
+    Job,
+    Jobs,
+    PoissonTimes,
+    build_jobs,
+    generated_queries,
+    jobs_of,
+    query_pool,
+)
 from sim.errors import ScenarioError
 from sim.run.runner import run_scenario
 from sim.scenario import Scenario
@@ -144,8 +153,9 @@ def _eager_jobs(sc: Scenario, ns: object, n_agents: int) -> list[Job]:
       "pool": 60}, 4.0),
     ({"arrival": {"process": "closed"}, "phases": 3, "gap": 1.0}, 1.5),
 ])
-def test_jobs_made_on_demand_equal_the_jobs_made_up_front(workload: dict,
-                                                         duration: float | None) -> None:
+def test_jobs_made_on_demand_equal_the_jobs_made_up_front(
+        workload: dict, duration: float | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(PoissonTimes, "BLOCK", 7)  # Poisson times: many blocks
     sc = _sc(**workload).with_overrides({"duration": duration})
     ns = build_namespace(sc)
     jobs, eager = build_jobs(sc, ns, 5), _eager_jobs(sc, ns, 5)
@@ -157,6 +167,24 @@ def test_jobs_made_on_demand_equal_the_jobs_made_up_front(workload: dict,
         assert list(jobs_of(jobs, a)) == [j for j in eager if j.agent == a]
     with pytest.raises(IndexError):
         jobs[len(jobs)]
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1 << 16])
+def test_poisson_times_in_blocks_equal_one_cumulative_sum(
+        block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(PoissonTimes, "BLOCK", block)
+    at_once, in_blocks = np.random.default_rng([5, 7]), np.random.default_rng([5, 7])
+    eager = np.cumsum(at_once.exponential(0.025, size=1000)).tolist()
+    times = PoissonTimes(in_blocks, 0.025, 1000)
+    assert len(times) == 1000 and list(times) == eager  # the same floats, bit for bit
+    picked = (999, 0, 500, 1, 998, 64, 63)  # read out of order: blocks drawn again
+    assert [times[i] for i in picked] == [eager[i] for i in picked]
+    assert times[-1] == times.last == eager[-1]
+    assert in_blocks.random() == at_once.random()  # the generator left where it would be
+    assert list(pickle.loads(pickle.dumps(times))) == eager
+    with pytest.raises(IndexError):
+        times[1000]
+    assert list(PoissonTimes(in_blocks, 1.0, 0)) == [] and PoissonTimes(in_blocks, 1, 0).last == 0
 
 
 def test_trace_jobs_equal_the_jobs_made_up_front(tmp_path: Path) -> None:

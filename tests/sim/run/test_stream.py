@@ -156,6 +156,10 @@ def test_spool_types_as_one_frame(tmp_path: Path) -> None:
     spool.end()
     expect = pd.DataFrame(rows)
     pd.testing.assert_frame_equal(spool.frame(), expect)
+    for size in range(1, 13):  # blocks that cut through chunks: rows found by counting
+        blocks = list(spool.blocks(size=size))
+        assert [len(b) for b in blocks] == [min(size, 12 - lo) for lo in range(0, 12, size)]
+        pd.testing.assert_frame_equal(pd.concat(blocks, ignore_index=True), expect)
     spool.write(tmp_path / "r.csv", tmp_path / "r.parquet")
     assert (tmp_path / "r.csv").read_text() == expect.to_csv(index=False)
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "r.parquet"), expect)
