@@ -183,7 +183,7 @@ class PoissonTimes:
         if held is not None and held[0] == b:
             return held[1]
         state, before = self._marks[b]
-        rng = np.random.Generator(self._kind())
+        rng = np.random.Generator(self._kind(0))  # any seed: the saved state replaces it
         rng.bit_generator.state = state
         lo = b * self.BLOCK
         times = self._summed(rng.exponential(self.scale, size=min(self.BLOCK, self.n - lo)),

@@ -96,6 +96,11 @@ class Run:
     tick: Callable[[str, int, int], None] | None = None
     progress: Callable[[str], None] | None = None
 
+    @property
+    def sharded(self) -> bool:
+        """Whether each scheme runs split over Ray workers (``engine_options.shards``)."""
+        return self.sc.engine_options.shards.workers > 1
+
 
 @dataclass
 class Collected:
@@ -183,7 +188,7 @@ def prepare(sc: Scenario, engine: str, out: Path, live_port: int = 15353,
 def _execute(run: Run, plan: RunPlan) -> EngineOutput:
     """The plan run on the engine (or sharded over Ray workers); no capture left running."""
     try:
-        if run.sc.engine_options.shards.workers > 1:  # one run over Ray workers
+        if run.sharded:  # one run over Ray workers
             from sim.engines.shardpool import run_sharded
 
             return run_sharded(run.sc, run.engine, plan)
@@ -203,7 +208,7 @@ def _kept_frozen(run: Run) -> Iterator[None]:
     the collector anyway (:func:`sim.engines.simpy.run_simpy` says why); the scheme's few
     cyclic leftovers are collectable again once :func:`_run` thaws them. Engines on real
     sockets and sharded runs keep the collector."""
-    if not run.info.virtual_time or run.sc.engine_options.shards.workers > 1:
+    if not run.info.virtual_time or run.sharded:
         yield
         return
     with gc_paused():

@@ -65,9 +65,7 @@ def test_scheme_leftovers_frozen_then_thawed(monkeypatch: pytest.MonkeyPatch) ->
                          [(True, 1, True), (False, 1, False), (True, 2, False)])
 def test_collector_kept_for_sockets_and_shards(virtual: bool, workers: int,
                                                paused: bool) -> None:
-    run = SimpleNamespace(info=SimpleNamespace(virtual_time=virtual),
-                          sc=SimpleNamespace(engine_options=SimpleNamespace(
-                              shards=SimpleNamespace(workers=workers))))
+    run = SimpleNamespace(info=SimpleNamespace(virtual_time=virtual), sharded=workers > 1)
     before = gc.get_freeze_count()
     gc.enable()
     try:
