@@ -48,6 +48,19 @@ HERE = Path(__file__).resolve().parents[1]  # the tree this code runs from
 _BUILT = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 
+#: The build script: mypyc's own (``python -m mypyc``) with ``separate=True``, one
+#: extension (one C file) per module, so the C compiler runs on every core. One group in
+#: one 15 MB C file, as ``mypyc`` makes it, compiles on one core (58 s against 36 s for
+#: the tests' -O0 build on this 2-core machine; RESULTS.md §30). A call between modules goes
+#: through the callee's export table, which the yardstick does not tell apart.
+SETUP = """from setuptools import setup
+from mypyc.build import mypycify
+
+setup(name="tooldns-compiled",
+      ext_modules=mypycify({sources!r}, opt_level="{opt}", separate=True))
+"""
+
+
 class CompileError(RuntimeError):
     """mypyc (or the C compiler) failed; the message ends with its output."""
 
@@ -87,9 +100,12 @@ def build(out: Path, origin: Path = HERE, modules: tuple[str, ...] = HOT,
     sources = [m.replace(".", "/") + ".py" for m in modules]
     if log:
         log(f"compiling {len(modules)} modules with mypyc in {partial} …")
-    done = subprocess.run([sys.executable, "-m", "mypyc", *sources], cwd=partial,
-                          capture_output=True, text=True, check=False,
-                          env={**os.environ, "MYPYC_OPT_LEVEL": str(opt_level)})
+    (partial / "build").mkdir()
+    (partial / "build" / "setup.py").write_text(SETUP.format(sources=sources, opt=opt_level))
+    jobs = str(max(1, min(len(sources), os.cpu_count() or 1)))
+    done = subprocess.run([sys.executable, "build/setup.py", "build_ext", "--inplace",
+                           "--parallel", jobs], cwd=partial, capture_output=True, text=True,
+                          check=False)
     missing = [m for m in modules if not _compiled_file(partial, m)]
     if done.returncode != 0 or missing:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])

@@ -36,7 +36,7 @@ class Job:
     agent: int
     query: Query
     at: float | None
-    think: float = 0.0
+    think: float = 0.0  # seconds the agent waits after it (a closed loop's; else 0)
 
 
 def generated_queries(ns: Namespace, n: int, rng: random.Random) -> list[Query]:
@@ -122,13 +122,35 @@ def query_pool(sc: Scenario, ns: Namespace) -> list[Query]:
     return pool
 
 
-def _picks(sc: Scenario, n_pool: int, rng: np.random.Generator) -> np.ndarray:
+def pick_dtype(n_pool: int) -> type[np.signedinteger]:
+    """The narrowest type for positions in a pool of ``n_pool`` queries (2 or 4 bytes)."""
+    return np.int16 if n_pool < 2**15 else np.int32 if n_pool < 2**31 else np.int64
+
+
+#: jobs whose pool positions are drawn at once (numpy's draws of a whole run, as 64-bit
+#: integers, would be 8 MB of transient per 10^6 jobs)
+PICK_BLOCK = 1 << 16
+
+
+def _picks(sc: Scenario, n_pool: int, rng: np.random.Generator,
+           block: int = PICK_BLOCK) -> np.ndarray:
+    """Each job's position in the pool, stored narrow. Drawn ``block`` at a time: the same
+    values, and the generator left in the same state, as one draw of them all (uniform: a
+    bounded 32-bit draw per job, whose halves of a 64-bit output the bit generator keeps
+    between calls; Zipf: one double per job), which ``tests/sim/build/test_workload.py``
+    checks against one draw."""
     wl = sc.workload
-    if wl.popularity == "uniform":
-        return rng.integers(0, n_pool, size=wl.queries)
-    ranks = np.arange(1, n_pool + 1, dtype=float)
-    weights = ranks ** (-wl.zipf_s)
-    return rng.choice(n_pool, size=wl.queries, p=weights / weights.sum())
+    out = np.empty(wl.queries, dtype=pick_dtype(n_pool))
+    draw = np.int32 if n_pool <= 2**31 else np.int64  # not int16: 16-bit draws differ
+    p = None
+    if wl.popularity != "uniform":
+        weights = np.arange(1, n_pool + 1, dtype=float) ** (-wl.zipf_s)
+        p = weights / weights.sum()
+    for lo in range(0, wl.queries, block):
+        m = min(block, wl.queries - lo)
+        out[lo:lo + m] = (rng.integers(0, n_pool, size=m, dtype=draw) if p is None
+                          else rng.choice(n_pool, size=m, p=p))
+    return out
 
 
 def _trace(path: str, pool: list[Query]) -> list[tuple[float, Query]]:
@@ -213,8 +235,9 @@ class Jobs(OnDemand[Job]):
     """All jobs of all phases in schedule order, each made when it is read.
 
     A run of 10^6 discoveries would hold 10^6 :class:`Job` objects (~110 bytes each); this
-    holds the pool and one small number per job (its pool position and think time; its time
-    from a trace, Poisson times are drawn again a block at a time: :class:`PoissonTimes`)
+    holds the pool and one small number per job (its pool position; a closed loop's think
+    time; its time from a trace, Poisson times are drawn again a block at a time:
+    :class:`PoissonTimes`)
     and makes the same jobs on demand: job ``j`` of phase ``p`` is the ``i``-th draw
     (``j`` = the jobs of earlier phases + ``i``), asked by agent ``i % agents`` at
     ``times[i] + p * span`` (``times`` None: a closed loop, ``at`` None) after
@@ -290,8 +313,7 @@ def build_jobs(sc: Scenario, ns: Namespace, n_agents: int) -> Jobs:
         if arrival.process == "poisson":
             times = PoissonTimes(rng, 1.0 / arrival.rate, len(picks))
     n = len(picks)
-    picks = picks.astype(np.int16 if len(pool) < 2**15 else  # 2 or 4 bytes a job
-                         np.int32 if len(pool) < 2**31 else np.int64)
+    picks = picks.astype(pick_dtype(len(pool)), copy=False)  # 2 or 4 bytes a job
     span = (float(times[-1]) if times is not None and n else 0.0) + sc.workload.gap
     counts = []
     for phase in range(sc.workload.phases):  # a phase stops at the first job past duration
@@ -302,7 +324,8 @@ def build_jobs(sc: Scenario, ns: Namespace, n_agents: int) -> Jobs:
             count = int(np.searchsorted([float(t) + phase * span for t in times],
                                         sc.duration, side="right"))
         counts.append(count)
-    # think times in job order, the same draws one by one or in a block
-    thinks = (rng.exponential(arrival.think, size=sum(counts)) if arrival.think > 0
-              else None)
+    # think times in job order, the same draws one by one or in a block; a closed loop's
+    # only (an open loop's jobs leave at their times: drawn, they were 8 unread bytes a job)
+    thinks = (rng.exponential(arrival.think, size=sum(counts))
+              if arrival.think > 0 and arrival.process == "closed" else None)
     return Jobs(pool, picks, times, thinks, counts, span, n_agents)

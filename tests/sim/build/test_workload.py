@@ -117,10 +117,34 @@ def test_org_trust_policy_starts_at_the_org_zone_and_returns_only_its_tools(
 
 # ---------------------------------------------------------------- made on demand, the same
 
+def _one_draw(sc: Scenario, n_pool: int, rng: np.random.Generator) -> np.ndarray:
+    """Every job's pool position in one numpy call, as 64-bit integers (before blocks)."""
+    if sc.workload.popularity == "uniform":
+        return rng.integers(0, n_pool, size=sc.workload.queries)
+    weights = np.arange(1, n_pool + 1, dtype=float) ** (-sc.workload.zipf_s)
+    return rng.choice(n_pool, size=sc.workload.queries, p=weights / weights.sum())
+
+
+@pytest.mark.parametrize("popularity", ["uniform", "zipf"])
+@pytest.mark.parametrize("n_pool", [3, 2000, 40_000])
+@pytest.mark.parametrize("block", [1, 7, 4096, 1 << 16])
+def test_picks_in_blocks_equal_one_draw(popularity: str, n_pool: int, block: int) -> None:
+    from sim.build.workload import _picks, pick_dtype
+
+    sc = _sc(queries=20_001, popularity=popularity)
+    at_once, in_blocks = np.random.default_rng([5, 7]), np.random.default_rng([5, 7])
+    eager = _one_draw(sc, n_pool, at_once)
+    picks = _picks(sc, n_pool, in_blocks, block)
+    assert picks.dtype == pick_dtype(n_pool) and picks.dtype.itemsize == (2 if n_pool < 2**15
+                                                                          else 4)
+    assert picks.tolist() == eager.tolist()
+    assert in_blocks.random() == at_once.random()  # the generator left where it would be
+
+
 def _eager_jobs(sc: Scenario, ns: object, n_agents: int) -> list[Job]:
     """The jobs as they were built before :class:`Jobs`: every Job made up front, one think
     draw per job (the reference the lazy sequence must equal)."""
-    from sim.build.workload import _picks, _trace, query_pool
+    from sim.build.workload import _trace, query_pool
 
     pool = query_pool(sc, ns)  # type: ignore[arg-type]
     rng = np.random.default_rng([sc.seed, 7])
@@ -128,7 +152,7 @@ def _eager_jobs(sc: Scenario, ns: object, n_agents: int) -> list[Job]:
     if arrival.process == "trace":
         base = _trace(str(arrival.trace), pool)
     else:
-        picks = _picks(sc, len(pool), rng)
+        picks = _one_draw(sc, len(pool), rng)
         times = (np.cumsum(rng.exponential(1.0 / arrival.rate, size=len(picks)))
                  if arrival.process == "poisson" else np.zeros(len(picks)))
         base = [(float(t), pool[int(i)]) for t, i in zip(times, picks, strict=True)]
@@ -139,7 +163,8 @@ def _eager_jobs(sc: Scenario, ns: object, n_agents: int) -> list[Job]:
             at = t + phase * span
             if sc.duration is not None and at > sc.duration:
                 break
-            think = float(rng.exponential(arrival.think)) if arrival.think > 0 else 0.0
+            think = (float(rng.exponential(arrival.think))
+                     if arrival.think > 0 and arrival.process == "closed" else 0.0)
             jobs.append(Job(index=len(jobs), phase=phase, agent=i % n_agents, query=q,
                             at=None if arrival.process == "closed" else at, think=think))
     return jobs
