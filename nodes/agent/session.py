@@ -246,9 +246,9 @@ class SessionAgent:
             self._done.append(outer)
         self._drain(now)
 
-    def receive(self, data: bytes, src: Address, now: float, transport: Transport = "udp"
-                ) -> None:
-        self.stub.receive(data, src, now, transport)
+    def receive(self, message: bytes | bytearray, src: Address, now: float,
+                transport: Transport = "udp") -> None:
+        self.stub.receive(message, src, now, transport)
         self._drain(now)
 
     # -- the session's logic ----------------------------------------------------------

@@ -183,7 +183,11 @@ class StubAgent:
             else:
                 self._finish(p.result, now, "SERVFAIL", "timeout")
 
-    def receive(self, data: bytes, src: Address, now: float, transport: Transport = "udp") -> None:
+    def receive(self, message: bytes | bytearray, src: Address, now: float,
+                transport: Transport = "udp") -> None:
+        """The resolver's answer to one of this agent's queries (a ``bytearray`` is copied
+        first); anything else is counted in :attr:`ignored`."""
+        data = message if isinstance(message, bytes) else bytes(message)
         msg: DNSRecord | Message | None = parse_response(data)  # fast path; else dnslib
         if msg is None:
             try:

@@ -258,13 +258,13 @@ class AuthoritativeServer:
     # ------------------------------------------------------------------ entry point
 
     def handle(
-        self, wire: bytes, src: Address, now: float, transport: str = "udp"
+        self, message: bytes | bytearray, src: Address, now: float, transport: str = "udp"
     ) -> bytes | None:
-        """Answer one message. Never raises on peer input; returns None to drop."""
+        """Answer one message (a ``bytearray``, as dnslib packs, is copied first). Never
+        raises on peer input; returns None to drop."""
         counts = self.stats.counts
         counts[_RX.get(transport) or "rx_" + transport] += 1
-        if wire.__class__ is not bytes:
-            wire = bytes(wire)
+        wire = message if isinstance(message, bytes) else bytes(message)
         key = wire[2:] + (b"U" if transport == "udp" else b"T")
         if self.packet_cache_size:
             hit = self._cache.get(key)

@@ -236,8 +236,11 @@ class RecursiveResolver:
                 pending.step.outcome = "unreachable"
             self._retry(pending, now, "unreachable")
 
-    def receive(self, data: bytes, src: Address, now: float, transport: Transport = "udp") -> None:
-        """A response from upstream, or a query from a stub client."""
+    def receive(self, message: bytes | bytearray, src: Address, now: float,
+                transport: Transport = "udp") -> None:
+        """A response from upstream, or a query from a stub client (a ``bytearray``, as
+        dnslib packs, is copied first)."""
+        data = message if isinstance(message, bytes) else bytes(message)
         self.caches.now = now
         msg: DNSRecord | Message | None = parse_response(data)  # fast path; else dnslib
         if msg is None and len(data) > 2 and not data[2] & 0x80:  # a stub client's query
