@@ -328,12 +328,12 @@ def _memorise(key: bytes, parsed: tuple) -> None:
     _memo_bytes[0] = held + size
 
 
-def parse_response(wire: bytes) -> Message | None:
-    """A response (QR set) read with ``struct``, or None: let dnslib read it."""
+def parse_response(message: bytes | bytearray) -> Message | None:
+    """A response (QR set) read with ``struct``, or None: let dnslib read it (a
+    ``bytearray``, as dnslib packs, is copied first)."""
+    wire = message if isinstance(message, bytes) else bytes(message)
     if len(wire) < 12 or not wire[2] & 0x80:
         return None
-    if wire.__class__ is not bytes:
-        wire = bytes(wire)
     key = wire[2:]
     hit = _MEMO.get(key)
     if hit is not None:

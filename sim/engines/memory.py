@@ -2,18 +2,20 @@
 
 No sockets and no wall clock. Used by the protocol-core tests and by ``tooldns`` when
 a quick check is wanted. Each message takes ``delay`` seconds one way; addresses in
-``dead`` swallow everything (a crashed replica).
+``dead`` swallow everything (a crashed replica); ``tap`` sees every message the resolver
+sends.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nodes.dns.zone import Address
 from nodes.resolver.core import RecursiveResolver
-from nodes.resolver.types import DiscoveryResult
+from nodes.resolver.types import DiscoveryResult, Outgoing
 from sim.build.hierarchy import Hierarchy
 
 
@@ -30,9 +32,15 @@ class MemoryNetwork:
     _seq: itertools.count = field(default_factory=itertools.count)
 
     resolver_address: Address = ("127.0.53.1", 40000)
+    #: called with every message the resolver sends, as the network takes it (what went to
+    #: a stub client, which the network does not carry, is seen only here)
+    tap: Callable[[Outgoing], object] | None = None
 
     def _flush(self) -> None:
+        tap = self.tap
         for out in self.resolver.to_send():
+            if tap is not None:
+                tap(out)
             heapq.heappush(self._events, (self.now + self.delay, next(self._seq), "srv", out))
 
     def run(self, until: float | None = None) -> list[DiscoveryResult]:

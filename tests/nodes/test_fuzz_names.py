@@ -199,15 +199,9 @@ def test_resolver_survives_any_label_length_byte_from_stubs():
             if out.dst == client:
                 assert out.data[:2] == wire[:2] and DNSRecord.parse(out.data).header.qr == 1
 
-    sent = resolver.to_send
     replies: list[bytes] = []
-
-    def capture():  # net.run() drains the queue: look at what goes to the client
-        outs = sent()
-        replies.extend(o.data for o in outs if o.dst == client)
-        return outs
-
-    resolver.to_send = capture  # type: ignore[method-assign]
+    # net.run() drains the queue: look at what goes to the client as the network takes it
+    net.tap = lambda out: out.dst == client and replies.append(out.data)
     prop()
     for data in replies:
         assert DNSRecord.parse(data).header.qr == 1

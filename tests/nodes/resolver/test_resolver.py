@@ -59,17 +59,10 @@ def zones_asked(h: Hierarchy, result) -> list[str]:
     return [h.zone_of[s.server[0]] for s in result.steps]
 
 
-def record(resolver: RecursiveResolver) -> list[Outgoing]:
+def record(net: MemoryNetwork) -> list[Outgoing]:
     """Log everything the resolver sends (the memory network drops non-server traffic)."""
     log: list[Outgoing] = []
-    drain = resolver.to_send
-
-    def to_send() -> list[Outgoing]:
-        out = drain()
-        log.extend(out)
-        return out
-
-    resolver.to_send = to_send  # type: ignore[method-assign]
+    net.tap = log.append
     return log
 
 
@@ -363,7 +356,7 @@ def test_stub_query_is_answered_with_srv_and_glue():
     ns = tree(2)
     _, net = wired(ns)
     r = net.resolver
-    log = record(r)
+    log = record(net)
     q = next(x for x in ns.queries if x.service == "mcp")
     tool = truth_of(ns, q)
     qname = "_mcp._tcp._tools."
@@ -390,7 +383,7 @@ def test_stub_query_without_intent_is_resolved_literally():
     ns = tree(1)
     _, net = wired(ns)
     r = net.resolver
-    log = record(r)
+    log = record(net)
     r.receive(stub_query("_mcp._tcp._tools.", None, qid=99), CLIENT, net.now, "udp")
     net.run()
     (reply,) = client_replies(log)
@@ -403,7 +396,7 @@ def test_stub_query_with_bad_intent_is_formerr():
     ns = tree(1)
     _, net = wired(ns)
     r = net.resolver
-    log = record(r)
+    log = record(net)
     q = DNSRecord(DNSHeader(id=98, rd=1))
     q.add_question(DNSQuestion("_mcp._tcp._tools.", QTYPE.SRV))
     q.add_ar(EDNS0(udp_len=1232, opts=[EDNSOption(DEFAULT_OPTION_CODE, b"\x00\x00\x09\x01abc")]))
@@ -475,7 +468,7 @@ def test_late_duplicate_response_is_unexpected():
     ns = tree(1)
     h, net = wired(ns)
     r = net.resolver
-    log = record(r)
+    log = record(net)
     discover(net, request_for(ns.queries[0]))
     first = log[0]
     reply = h.servers[first.dst[0]].handle(first.data, net.resolver_address, net.now, "udp")
@@ -491,9 +484,8 @@ def test_late_duplicate_response_is_unexpected():
 def _run(seed: int):
     ns = tree(2, seed=5)
     h, net = wired(ns, replicas=2, seed=seed)
-    r = net.resolver
     net.dead = {a[0] for a in by_zone(h).values()}  # failover makes server order matter
-    log = record(r)
+    log = record(net)
     results = []
     for q in ns.queries[:3]:
         results.append(discover(net, request_for(q, k=2, beam=2)))
@@ -550,7 +542,11 @@ def test_resolve_targets_copies_every_endpoint_field() -> None:
     from nodes.resolver.walk import resolve_targets
 
     resolver = RecursiveResolver(["127.1.0.1"], _random.Random(0))
-    values = {f.name: f"v-{f.name}" for f in dataclasses.fields(Endpoint)}
+    def distinct(i: int, kind: str) -> object:  # a value of the field's type, its own
+        return (1000 + i if kind == "int" else 0.5 + i if kind.startswith("float")
+                else f"v-{i}")
+
+    values = {f.name: distinct(i, str(f.type)) for i, f in enumerate(dataclasses.fields(Endpoint))}
     values.update(target="t1.w.tools.", address=None, zone="w.tools.")
     ep = Endpoint(**values)  # type: ignore[arg-type]
     ctx = resolver._ctx

@@ -176,19 +176,28 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 120))
 
 
+class _Spy:
+    """A server seen through: the source port and ID of every UDP query it handles."""
+
+    def __init__(self, server: object, seen: list[tuple[int, int]]) -> None:
+        self._server, self._seen = server, seen
+
+    def handle(self, wire, src, now, transport="udp"):  # type: ignore[no-untyped-def]
+        if transport == "udp":
+            self._seen.append((src[1], int.from_bytes(wire[:2], "big")))
+        return self._server.handle(wire, src, now, transport)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:  # the rest of the server, as it is
+        return getattr(self._server, name)
+
+
 def test_live_queries_leave_from_random_ports_with_os_random_ids() -> None:
     async def main() -> tuple[list[int], list[int], int]:
         live = LiveHierarchy(hierarchy(), port=PORT)
         await live.start()
         seen: list[tuple[int, int]] = []  # (source port, ID) of every upstream query
         for endpoint in live.endpoints:
-            handle = endpoint.server.handle
-
-            def spy(wire, src, now, transport="udp", _handle=handle):
-                if transport == "udp":
-                    seen.append((src[1], int.from_bytes(wire[:2], "big")))
-                return _handle(wire, src, now, transport)
-            endpoint.server.handle = spy  # type: ignore[method-assign]
+            endpoint.server = _Spy(endpoint.server, seen)  # type: ignore[assignment]
         try:
             ns = live.hierarchy.namespace
             for q in ns.queries[:40]:

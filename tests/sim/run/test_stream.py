@@ -106,16 +106,13 @@ def test_results_appear_at_the_end(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.setattr(spool_module, "CHUNK_ROWS", 50)
     out = tmp_path / "run"
     during: list[tuple[bool, int]] = []
-    flush = RecordSpool._flush
 
-    def flushing(self: RecordSpool) -> None:
-        flush(self)
+    def finished(_scheme: str, _done: int, _total: int) -> None:  # each discovery's end
         chunks = [p for p in out.rglob("chunk-*") if p.name != "results.csv"]
         during.append(((out / "results.csv").exists() or (out / "summary.json").exists(),
                        len(chunks)))
 
-    monkeypatch.setattr(RecordSpool, "_flush", flushing)
-    run_scenario(Scenario.model_validate(LOSSY), out_dir=out)
+    run_scenario(Scenario.model_validate(LOSSY), out_dir=out, tick=finished)
     assert during and not any(final for final, _ in during)
     assert max(n for _, n in during) >= 4  # 240 rows a scheme, 50 a chunk
     assert {p.name for p in out.iterdir()} >= {"results.csv", "results.parquet",
