@@ -307,13 +307,12 @@ def build_jobs(sc: Scenario, ns: Namespace, n_agents: int) -> Jobs:
         traced = _trace(arrival.trace, pool)
         times = np.array([t for t, _ in traced], dtype=float)
         pool = [q for _, q in traced]
-        picks = np.arange(len(pool))
+        picks = np.arange(len(pool), dtype=pick_dtype(len(pool)))  # 2 or 4 bytes a job
     else:
-        picks = _picks(sc, len(pool), rng)
+        picks = _picks(sc, len(pool), rng)  # as narrow
         if arrival.process == "poisson":
             times = PoissonTimes(rng, 1.0 / arrival.rate, len(picks))
     n = len(picks)
-    picks = picks.astype(pick_dtype(len(pool)), copy=False)  # 2 or 4 bytes a job
     span = (float(times[-1]) if times is not None and n else 0.0) + sc.workload.gap
     counts = []
     for phase in range(sc.workload.phases):  # a phase stops at the first job past duration
