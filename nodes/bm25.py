@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections import Counter
 from collections.abc import Sequence
 
 #: bm25s's defaults (``bm25s.BM25()``: Lucene variant), which :func:`bm25_postings` follows.
@@ -38,7 +37,10 @@ def bm25_postings(docs: Sequence[Sequence[str]], k1: float = BM25_K1, b: float =
     for doc, tokens in enumerate(docs):
         norm = k1 * ((1 - b) + b * len(tokens) / avg)
         once = 1 / (norm + 1)  # the part of a token seen once (most are), same operations
-        for token, f in Counter(tokens).items():
+        counts: dict[str, int] = {}  # Counter(tokens), counted here: Counter's is interpreted
+        for token in tokens:
+            counts[token] = counts.get(token, 0) + 1
+        for token, f in counts.items():
             part = once if f == 1 else f / (norm + f)
             held = holders.get(token)
             if held is None:

@@ -30,6 +30,14 @@ class WireCost:
     bytes_down: int = 0
     packets_down: int = 0
 
+    # written out, as nodes.resolver.types' are: a dataclass's own __init__ runs interpreted
+    def __init__(self, bytes_up: int = 0, packets_up: int = 0, bytes_down: int = 0,
+                 packets_down: int = 0) -> None:
+        object.__setattr__(self, "bytes_up", bytes_up)
+        object.__setattr__(self, "packets_up", packets_up)
+        object.__setattr__(self, "bytes_down", bytes_down)
+        object.__setattr__(self, "packets_down", packets_down)
+
     def __add__(self, other: WireCost) -> WireCost:
         return WireCost(self.bytes_up + other.bytes_up, self.packets_up + other.packets_up,
                         self.bytes_down + other.bytes_down, self.packets_down + other.packets_down)

@@ -34,9 +34,10 @@ from pathlib import Path
 #: path model and link draws, the simpy engine's message path, the wire cost model, and the
 #: records of each discovery (what a simulated discovery spends its time in).
 HOT: tuple[str, ...] = (
-    "nodes.dns.message", "nodes.dns.codec", "nodes.dns.wire",
+    "nodes.dns.message", "nodes.dns.codec", "nodes.dns.wire", "nodes.dns.ids",
     "nodes.resolver.core", "nodes.resolver.walk", "nodes.resolver.caches",
     "nodes.resolver.infra", "nodes.resolver.merge", "nodes.resolver.clients",
+    "nodes.resolver.types",
     "nodes.authoritative.server", "nodes.authoritative.fit", "nodes.authoritative.answers",
     "nodes.authoritative.zonestate", "nodes.bm25",
     "nodes.agent.stub", "topologies.paths", "topologies.uniforms",

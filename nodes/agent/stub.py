@@ -27,6 +27,7 @@ from dnslib import RCODE, DNSHeader, DNSQuestion, DNSRecord
 from mypy_extensions import mypyc_attr
 
 from nodes.dns.codec import parse_message
+from nodes.dns.ids import message_id
 from nodes.dns.message import TYPE_A, TYPE_SRV, Message, derive, encode_query, parse_response
 from nodes.dns.wire import (
     DEFAULT_EDNS_SIZE,
@@ -63,6 +64,25 @@ class StubResult:
     a_ids: list[int] = field(default_factory=list)  # IDs of the A round (qname style)
     waiting: int = 0  # A queries of that round still unanswered
 
+    # written out, as nodes.resolver.types' are: a dataclass's own __init__ runs interpreted
+    def __init__(self, tag: Any, request: Discovery, sent: float, finished: float = 0.0,
+                 endpoints: list[Endpoint] | None = None, rcode: str = "",
+                 error: str | None = None, steps: list[Step] | None = None, qid: int = 0,
+                 ids: list[int] | None = None, a_ids: list[int] | None = None,
+                 waiting: int = 0) -> None:
+        self.tag = tag
+        self.request = request
+        self.sent = sent
+        self.finished = finished
+        self.endpoints = [] if endpoints is None else endpoints
+        self.rcode = rcode
+        self.error = error
+        self.steps = [] if steps is None else steps
+        self.qid = qid
+        self.ids = [] if ids is None else ids
+        self.a_ids = [] if a_ids is None else a_ids
+        self.waiting = waiting
+
     @property
     def latency(self) -> float:
         return self.finished - self.sent
@@ -79,6 +99,19 @@ class _Pending:
     deadline: float
     step: Step
     qtype: int = TYPE_SRV
+
+    # written out, as nodes.resolver.types' are: a dataclass's own __init__ runs interpreted
+    def __init__(self, result: StubResult, wire: bytes, qname: str, attempt: int,
+                 transport: Transport, deadline: float, step: Step,
+                 qtype: int = TYPE_SRV) -> None:
+        self.result = result
+        self.wire = wire
+        self.qname = qname
+        self.attempt = attempt
+        self.transport = transport
+        self.deadline = deadline
+        self.step = step
+        self.qtype = qtype
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -135,9 +168,9 @@ class StubAgent:
     def _send(self, result: StubResult, qname: str, attempt: int, transport: Transport,
               now: float, qtype: int = TYPE_SRV) -> None:
         ids = self.id_source or self.rng
-        qid = ids.randrange(1, 65536)
+        qid = message_id(ids)
         while qid in self._pending:
-            qid = ids.randrange(1, 65536)
+            qid = message_id(ids)
         with_intent = self.style == "option" and qtype == TYPE_SRV
         intent = Intent(result.request.intent, k=result.request.k) if with_intent else None
         options = [(self.option_code, intent.encode())] if intent is not None else []

@@ -75,17 +75,21 @@ class Intent:
     k: int = 1
     version: int = INTENT_VERSION
 
+    # written out, as nodes.resolver.types' are: a dataclass's own __init__ runs interpreted
+    def __init__(self, text: str, k: int = 1, version: int = INTENT_VERSION) -> None:
+        if not 0 <= k <= 255:
+            raise IntentError(f"K must fit in 8 bits, got {k}")
+        if not 0 <= version <= 255:
+            raise IntentError(f"version must fit in 8 bits, got {version}")
+        if len(text.encode("utf-8")) > 65531:
+            raise IntentError("intent payload longer than 65,531 bytes")
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "k", k)
+        object.__setattr__(self, "version", version)
+
     def __reduce__(self) -> tuple[type[Intent], tuple[str, int, int]]:
         # by its fields: compiled by mypyc, a frozen dataclass is not restored field by field
         return (Intent, (self.text, self.k, self.version))
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.k <= 255:
-            raise IntentError(f"K must fit in 8 bits, got {self.k}")
-        if not 0 <= self.version <= 255:
-            raise IntentError(f"version must fit in 8 bits, got {self.version}")
-        if len(self.text.encode("utf-8")) > 65531:
-            raise IntentError("intent payload longer than 65,531 bytes")
 
     def encode(self) -> bytes:
         """Option data: version · length · K · UTF-8 payload."""

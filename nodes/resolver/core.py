@@ -30,6 +30,7 @@ from dnslib import QTYPE, RCODE, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 from mypy_extensions import mypyc_attr
 
 from nodes.dns.codec import QueryView, parse_message, parse_query
+from nodes.dns.ids import message_id
 from nodes.dns.message import (
     RC_FORMERR,
     RC_NOTIMP,
@@ -90,6 +91,20 @@ class _Task:
     value: Any = None  # the generator's return value (Any, not object: mypyc dataclasses)
     waiting: int = 0  # asks of the round still without a reply
 
+    # written out, as nodes.resolver.types' are: a dataclass's own __init__ runs interpreted
+    def __init__(self, gen: Rounds[object], result: DiscoveryResult | None,
+                 asks: list[Ask] | None = None, replies: list[Reply | None] | None = None,
+                 client: ClientQuery | None = None, client_wire: bytes = b"",
+                 value: Any = None, waiting: int = 0) -> None:
+        self.gen = gen
+        self.result = result
+        self.asks = [] if asks is None else asks
+        self.replies = [] if replies is None else replies
+        self.client = client
+        self.client_wire = client_wire
+        self.value = value
+        self.waiting = waiting
+
 
 def _complete(replies: list[Reply | None]) -> TypeGuard[list[Reply]]:
     """Whether every ask of a round has its reply."""
@@ -110,6 +125,22 @@ class _Pending:
     sent: float
     deadline: float
     step: Step | None
+
+    # written out, as nodes.resolver.types' are: a dataclass's own __init__ runs interpreted
+    def __init__(self, task: _Task, index: int, qid: int, wire: bytes, order: list[Address],
+                 attempt: int, server: Address, transport: Transport, sent: float,
+                 deadline: float, step: Step | None) -> None:
+        self.task = task
+        self.index = index
+        self.qid = qid
+        self.wire = wire
+        self.order = order
+        self.attempt = attempt
+        self.server = server
+        self.transport = transport
+        self.sent = sent
+        self.deadline = deadline
+        self.step = step
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -291,9 +322,9 @@ class RecursiveResolver:
         ask = task.asks[index]
         pending = self._pending
         ids = self.id_source or self.rng
-        qid = ids.randrange(1, 65536)
+        qid = message_id(ids)
         while qid in pending:  # an ID not in use by a pending query
-            qid = ids.randrange(1, 65536)
+            qid = message_id(ids)
         intent = ask.intent  # the key holds its fields (hashed and compared in C)
         key = ((ask.qname, ask.qtype) if intent is None
                else (ask.qname, ask.qtype, intent.text, intent.k, intent.version))

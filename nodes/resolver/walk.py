@@ -105,6 +105,16 @@ class _Level:
     next: list[tuple[str, int]] = field(default_factory=list)
     pool: list[tuple[str, float]] = field(default_factory=list)  # global: scored children
 
+    # written out, as nodes.resolver.types' are: a dataclass's own __init__ runs interpreted
+    def __init__(self, asks: list[Ask] | None = None,
+                 asked: list[tuple[str, str, int]] | None = None,
+                 next: list[tuple[str, int]] | None = None,
+                 pool: list[tuple[str, float]] | None = None) -> None:
+        self.asks = [] if asks is None else asks
+        self.asked = [] if asked is None else asked
+        self.next = [] if next is None else next
+        self.pool = [] if pool is None else pool
+
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _Walk:

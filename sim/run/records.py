@@ -166,7 +166,7 @@ def query_record(sc: Scenario, engine: str, scheme: DnsScheme, job: Job, stub: S
         "packets_down": cost.packets_down,
         "servers_contacted": len({s.server for s in steps}),
         "cache_hits": sum(cache.values()),
-        "cache_detail": _CACHE_JSON(cache),
+        "cache_detail": _CACHE_JSON(cache) if cache else "{}",  # the encoder is interpreted
         "timeouts": sum(s.outcome == "timeout" for s in steps + stub.steps),
         "retries": sum(s.outcome == "timeout" for s in steps),
         "tcp_exchanges": sum(s.transport == "tcp" for s in steps),
