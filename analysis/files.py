@@ -15,12 +15,15 @@
 * Temporary names carry this host and process id (``.tooldns-<host>-<pid>-…``), so
   :func:`remove_stale` can delete what a killed process left behind without touching the
   files of a run still in progress.
+* :class:`OutputLock` holds an output folder for one run: a second run into it is refused
+  (naming the holder's pid) instead of both writing and the last silently winning.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import os
 import re
@@ -260,6 +263,75 @@ class Staging:
         return names
 
 
+LOCK = ".tooldns.lock"  # inside an output folder while a run writes it: the holder's pid
+
+
+class OutputLock:
+    """An output folder held by one run, from before it builds to its last file.
+
+    ``with OutputLock(out):`` makes ``out`` if needed and takes an exclusive ``flock`` on
+    ``out/.tooldns.lock``, writing this process's id into it; a run into a folder another
+    process (or another run in this one) holds gets :class:`OutputError` naming the folder
+    and the holder's pid. The kernel releases the lock with its process, so a killed run
+    leaves at most the file, which the next run takes. Leaving the block removes the file,
+    and ``out`` if it was made here and is empty. A file system without locks (some
+    network mounts) leaves the run unlocked, as before.
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.out = Path(out)
+        self.path = self.out / LOCK
+        self._fd: int | None = None
+        self._created = False
+
+    def __enter__(self) -> OutputLock:
+        self._created = not self.out.exists()
+        make_dirs(self.out)
+        while self._fd is None:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, file_mode())
+            except OSError as exc:
+                self._remove_dir()
+                raise OutputError.from_os(exc, self.path) from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                os.close(fd)
+                self._remove_dir()
+                pid = f" (pid {holder})" if holder.isdigit() else ""
+                raise OutputError(f"cannot write {shown_path(self.out)}: another run{pid} is "
+                                  f"writing there; wait for it, or write elsewhere (--out)",
+                                  str(self.out), errno.EBUSY) from None
+            except OSError:  # no locks here (ENOLCK, EOPNOTSUPP): unlocked
+                self._fd = fd
+                return self
+            try:  # the holder before us may have removed the file between open and lock
+                current = os.stat(self.path).st_ino
+            except FileNotFoundError:
+                current = -1
+            if current != os.fstat(fd).st_ino:
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)  # while held: the next run locks a file of its own
+            os.close(self._fd)
+            self._fd = None
+        self._remove_dir()
+
+    def _remove_dir(self) -> None:
+        if self._created:
+            with contextlib.suppress(OSError):
+                self.out.rmdir()  # only if empty
+
+
 def remove_stale(folder: Path) -> list[Path]:
     """Delete temporary files and staging folders in ``folder`` left by processes of this
     host that no longer run (killed mid-write); those of live processes stay."""
@@ -311,7 +383,8 @@ def check_output_dir(path: str | Path, need: int = 0) -> str | None:
     ``path`` must be a folder or creatable (its nearest existing ancestor is a writable
     folder); a probe file is created, written, flushed and removed there (nothing else is
     created). Raises :class:`OutputError` when that fails or when the file system has less
-    than ``need`` bytes free; returns a warning when it has less than twice that.
+    than ``need`` bytes free; returns a warning when it has less than twice that (its text:
+    the caller prints it as a warning).
     """
     path = Path(path)
     base = path
@@ -346,7 +419,7 @@ def check_output_dir(path: str | Path, need: int = 0) -> str | None:
         raise OutputError(f"cannot write {path}: not enough free space (about {human(need)} "
                           f"needed, {human(free)} free)", str(path), errno.ENOSPC)
     if free < 2 * need:
-        return (f"warning: {path}: little free space ({human(free)} free, the results need "
+        return (f"{path}: little free space ({human(free)} free, the results need "
                 f"about {human(need)})")
     return None
 

@@ -14,13 +14,61 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import pandas as pd
 
 #: a statistic of one group's records; ``tools`` is the namespace's tool count
 Stat = Callable[["pd.DataFrame", int], float | None]
+#: one record (a dict of its columns) or a group of records (a frame): a fold's term reads
+#: either, so one expression serves the streaming tally and the frame
+Row = Any
+FoldKind = Literal["count", "mean", "min", "max", "ok_quantile", "ok_mean", "space"]
+
+
+@dataclass(frozen=True)
+class Fold:
+    """How a per-query metric comes from a group of records, row by row, so that the
+    run's streaming tally (``sim.run.summary.Tally``) and a frame of records
+    (:meth:`value`) compute it from this one definition: ``count`` (rows), ``mean``,
+    ``min`` or ``max`` of ``term`` (a function of one record, or of a frame's columns),
+    ``ok_quantile`` (quantile ``q``, None: the median, of the successful records'
+    ``latency_ms``), ``ok_mean`` (their mean, summed with ``math.fsum``), ``space`` (1 -
+    the mean of ``term`` / the namespace's tools; None without tools)."""
+
+    kind: FoldKind
+    term: Callable[[Row], Any] | None = None
+    q: float | None = None
+
+    def __post_init__(self) -> None:
+        needs_term = self.kind in ("mean", "min", "max", "space")
+        if needs_term != (self.term is not None):
+            raise ValueError(f"Fold({self.kind!r}): {'needs' if needs_term else 'takes no'} "
+                             f"term")
+
+    def value(self, g: pd.DataFrame, tools: int) -> float | None:
+        """The fold over a frame of records (the record-based path)."""
+        term = self.term
+        kind = self.kind
+        if kind == "count":
+            return len(g)
+        if kind in ("ok_quantile", "ok_mean"):
+            ok = g.latency_ms[g.success]
+            if kind == "ok_mean":
+                return mean_of(ok.tolist())
+            if not len(ok):
+                return None
+            return float(ok.median()) if self.q is None else float(ok.quantile(self.q))
+        assert term is not None
+        column = term(g)
+        if kind == "mean":
+            return float(column.mean())
+        if kind == "min":
+            return float(column.min())
+        if kind == "max":
+            return float(column.max())
+        return 1 - float(column.mean()) / tools if tools else None  # space
 
 
 @dataclass(frozen=True)
@@ -31,35 +79,30 @@ class Metric:
     fmt: str  # str.format of one value in tables
     meaning: str
     axis: str = ""  # axis label in figures ("" = label)
-    stat: Stat | None = None  # from one group's records (None: computed elsewhere)
-    digits: int | None = None  # rounding in summary.json (None with a stat: an integer)
+    fold: Fold | None = None  # a per-query aggregate: how (None: computed elsewhere)
+    digits: int | None = None  # rounding in summary.json (None with a fold: an integer)
 
     @property
     def axis_label(self) -> str:
         return self.axis or self.label
 
+    @property
+    def stat(self) -> Stat | None:
+        """The statistic of one group's records, unrounded (its :attr:`fold`'s value)."""
+        fold = self.fold
+        return None if fold is None else fold.value
+
     def value(self, records: pd.DataFrame, tools: int = 0) -> float | int | None:
         """The statistic of ``records`` as ``summary.json`` stores it (rounded)."""
-        if self.stat is None:
+        if self.fold is None:
             raise ValueError(f"metric {self.key} is not aggregated from records")
-        v = self.stat(records, tools)
+        return self.rounded(self.fold.value(records, tools))
+
+    def rounded(self, v: float | None) -> float | int | None:
+        """``v`` as ``summary.json`` stores it."""
         if v is None:
             return None
         return int(v) if self.digits is None else round(float(v), self.digits)
-
-
-def _mean(column: str) -> Stat:
-    return lambda g, _: float(g[column].mean())
-
-
-def _ok_latency(q: float | None) -> Stat:
-    """Median (``q`` None) or quantile of the latency of the successful queries."""
-    def stat(g: pd.DataFrame, _: int) -> float | None:
-        ok = g.latency_ms[g.success]
-        if not len(ok):
-            return None
-        return float(ok.median()) if q is None else float(ok.quantile(q))
-    return stat
 
 
 def mean_of(values: Iterable[float]) -> float | None:
@@ -69,73 +112,72 @@ def mean_of(values: Iterable[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def _ok_mean_latency(g: pd.DataFrame, _: int) -> float | None:
-    return mean_of(g.latency_ms[g.success].tolist())
+def _col(name: str) -> Callable[[Row], Any]:
+    return lambda r: r[name]
 
 
-def _without_upstream(g: pd.DataFrame, _: int) -> float:
-    """Answered (``success``) with no upstream exchange: the resolver's caches alone."""
-    return float((g.success & g.exchanges.eq(0)).mean())
+def _mean(column: str) -> Fold:
+    return Fold("mean", _col(column))
 
 
 _ALL = (
     # per-query aggregates (summary.json "schemes", per_phase)
     Metric("queries", "queries", "", "{}", "discoveries (queries) in the group",
-           stat=lambda g, _: len(g)),
+           fold=Fold("count")),
     Metric("success", "success", "", "{:.1%}",
-           "share of discoveries that returned an answer", stat=_mean("success"), digits=6),
+           "share of discoveries that returned an answer", fold=_mean("success"), digits=6),
     Metric("hit_at_1", "hit@1", "", "{:.1%}",
-           "share whose first answer is a ground-truth tool", stat=_mean("hit_at_1"), digits=6),
+           "share whose first answer is a ground-truth tool", fold=_mean("hit_at_1"), digits=6),
     Metric("hit_at_k", "hit@K", "", "{:.1%}",
-           "share with a ground-truth tool among the K answers", stat=_mean("hit_at_k"),
+           "share with a ground-truth tool among the K answers", fold=_mean("hit_at_k"),
            digits=6),
     Metric("answered_without_upstream", "no upstream", "", "{:.1%}",
            "share of discoveries answered (success) without any upstream query "
            "(exchanges = 0): from the resolver's caches alone",
            axis="answered without upstream queries",
-           stat=_without_upstream, digits=6),
+           fold=Fold("mean", lambda r: r["success"] & (r["exchanges"] == 0)), digits=6),
     Metric("mean_upstream_queries", "upstream queries", "queries", "{:.2f}",
            "mean upstream queries per discovery, retries included (ToolDNS: resolver to "
            "servers; registries: HTTP calls)", axis="upstream queries per discovery",
-           stat=_mean("exchanges"), digits=6),
+           fold=_mean("exchanges"), digits=6),
     Metric("mean_round_trips", "RTTs", "round trips", "{:.2f}",
            "mean sequential round trips per query", axis="round trips per query",
-           stat=_mean("round_trips"), digits=6),
+           fold=_mean("round_trips"), digits=6),
     Metric("mean_latency_ms", "mean ms", "ms", "{:.2f}",
            "mean discovery latency of the successful queries (null: none succeeded)",
-           axis="mean latency (ms)", stat=_ok_mean_latency, digits=6),
+           axis="mean latency (ms)", fold=Fold("ok_mean"), digits=6),
     Metric("median_latency_ms", "median ms", "ms", "{:.2f}",
            "median discovery latency of the successful queries (null: none succeeded)",
-           axis="median latency (ms)", stat=_ok_latency(None), digits=6),
+           axis="median latency (ms)", fold=Fold("ok_quantile"), digits=6),
     Metric("p95_latency_ms", "p95 ms", "ms", "{:.2f}",
            "95th percentile latency of the successful queries (null: none succeeded)",
-           axis="p95 latency (ms)", stat=_ok_latency(0.95), digits=6),
+           axis="p95 latency (ms)", fold=Fold("ok_quantile", q=0.95), digits=6),
     Metric("mean_bytes_up", "bytes up", "bytes", "{:.0f}",
-           "mean IP bytes sent towards the servers per query", stat=_mean("bytes_up"),
+           "mean IP bytes sent towards the servers per query", fold=_mean("bytes_up"),
            digits=3),
     Metric("mean_bytes_down", "bytes down", "bytes", "{:.0f}",
            "mean IP bytes received per query", axis="bytes down per query",
-           stat=_mean("bytes_down"), digits=3),
+           fold=_mean("bytes_down"), digits=3),
     Metric("mean_packets", "packets", "packets", "{:.2f}",
            "mean IP packets (both directions) per query",
-           stat=lambda g, _: float((g.packets_up + g.packets_down).mean()), digits=3),
+           fold=Fold("mean", lambda r: r["packets_up"] + r["packets_down"]), digits=3),
     Metric("mean_bytes", "bytes", "bytes", "{:.0f}",
            "mean IP bytes (both directions) per query",
-           stat=lambda g, _: float((g.bytes_up + g.bytes_down).mean()), digits=3),
+           fold=Fold("mean", lambda r: r["bytes_up"] + r["bytes_down"]), digits=3),
     Metric("mean_tools_examined", "C(q)", "items", "{:.1f}",
            "mean items scored per query C(q)", axis="items examined C(q)",
-           stat=_mean("tools_examined"), digits=3),
+           fold=_mean("tools_examined"), digits=3),
     Metric("search_space_reduction", "search space saved", "", "{:.1%}",
            "1 - mean C(q) / tools in the namespace (null: no tools)",
-           stat=lambda g, tools: 1 - float(g.tools_examined.mean()) / tools if tools else None,
+           fold=Fold("space", _col("tools_examined")),
            digits=6),
     Metric("any_cache_hit", "any cache hit", "", "{:.1%}",
            "share of discoveries with at least one resolver cache hit anywhere in their "
            "walks (NS, referral, SRV or A record), whether or not they still queried "
            "upstream (see answered_without_upstream)",
-           stat=lambda g, _: float((g.cache_hits > 0).mean()), digits=6),
+           fold=Fold("mean", lambda r: r["cache_hits"] > 0), digits=6),
     Metric("start_s", "starts at s", "s", "{:.1f}", "send time of the group's first query",
-           stat=lambda g, _: float(g.sent_s.min()), digits=9),
+           fold=Fold("min", _col("sent_s")), digits=9),
     # trust (summary.json "trust.schemes")
     Metric("policy", "policy", "", "{}", "trust policy of the scheme"),
     Metric("rogue_returned", "rogue returned", "tools", "{}",

@@ -30,6 +30,14 @@ an earlier checkout as well, where the probe supports it, and prints both.
     counters (``RegistryServer.stats`` and the applications' ``stats``) are printed at
     the end. Every figure is measured in this run; nothing is assumed.
 
+    Issue 45's cases (``--only issue45`` runs them alone; ``--before TREE`` also serves
+    from an earlier checkout): a request framed by both ``Content-Length`` and
+    ``Transfer-Encoding`` with a GET behind it (the statuses received, and whether the
+    connection was closed), a body of ``--max-body`` + 1 one-byte chunks, and the answer
+    times of ``--others`` clients searching one after another while ``--chunk-floods``
+    such bodies arrive at once, then while ``--pipelined`` searches sit pipelined on
+    ``--pipelining`` connections that never read.
+
 ``fuzz`` / ``spoof`` / ``memory`` / ``tcp`` (DNS)
     Each serves a synthetic hierarchy and its resolver
     (``sim.sockets.hierarchy.LiveHierarchy``, what ``tooldns serve`` runs) in a **separate
@@ -47,10 +55,23 @@ an earlier checkout as well, where the probe supports it, and prints both.
       queries: answered and how fast, and the servers' TCP counters;
     * ``dot`` — ``--held`` silent TCP, then mid-message TLS connections at a DoT listener
       (``serve-dns --dot``): fresh DoT clients answered, how fast, the TLS/TCP counters;
+    * ``dot-memory`` — ``--silent`` silent TCP connections per DoT listener: the serving
+      process's RSS before, while held and after they close; then TLS handshake floods
+      (one source address, ``--flood-sources``): a fresh client's UDP latency meanwhile;
     * ``names`` — ``--packets`` over-long labels/names and pointer tricks (UDP, AXFR over TCP):
       replies by rcode, bytes the child wrote to stderr, whether it answers after;
     * ``axfr`` — ``--clients`` parallel AXFR clients: transfers done and REFUSED, another
       client's UDP latency to the same server meanwhile (``--before`` too).
+
+``llm``
+    The LLM client (``sim.retrieval.llm.LLMClient``, in a child process per case, from this
+    tree and from ``--before TREE``) against the stand-in's hostile faults on loopback:
+    redirects (301/302/303/307) to another host (``--other``, 127.0.0.2), the key echoed
+    in a 401, a 500, a body that is not JSON, a JSON error and an answer, a reply trickled
+    one byte per ``--trickle-seconds``; the repr of a client whose URL carries the key;
+    ``tooldns eval``'s stderr on an echoing 401. Per case: the outcome, the seconds to it
+    (``--timeout`` per attempt, no retry), whether the key (or any 8 characters of it)
+    was shown, and what the other host received.
 
 Run
     python3 benchmarks/bench_robustness.py http
@@ -58,7 +79,10 @@ Run
     python3 benchmarks/bench_robustness.py fuzz --packets 100000
     python3 benchmarks/bench_robustness.py memory --intents 100000 --bounds 16777216 67108864
     python3 benchmarks/bench_robustness.py tcp --held 10000
+    python3 benchmarks/bench_robustness.py dot-memory --before /tmp/before
     python3 benchmarks/bench_robustness.py http --deadline 1 --json /tmp/http.json
+    python3 benchmarks/bench_robustness.py http --only issue45 --before /tmp/before
+    python3 benchmarks/bench_robustness.py llm --before /tmp/before
 """
 
 from __future__ import annotations
@@ -71,13 +95,13 @@ from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.robustness import axfr, dot, fuzz, http, memory, names, spoof, tcp
+from benchmarks.robustness import axfr, dot, dotmem, fuzz, http, llm, memory, names, spoof, tcp
 from benchmarks.robustness.serving import add_dns_options, serve_dns
 from benchmarks.robustness.table import machine
 
 PROBES: dict[str, ModuleType] = {"http": http, "fuzz": fuzz, "spoof": spoof,
                                  "memory": memory, "tcp": tcp, "dot": dot, "names": names,
-                                 "axfr": axfr}
+                                 "axfr": axfr, "dot-memory": dotmem, "llm": llm}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -107,7 +107,7 @@ def _scenario(n: int, args: argparse.Namespace) -> Any:
 
 def child(n: int, args: argparse.Namespace) -> dict[str, Any]:
     """One run at ``n`` tools in this (fresh) process; returns its figures."""
-    from sim.engines.catalog import EngineInfo
+    from sim.catalog.engines import EngineInfo
     from sim.run import runner
 
     base = _rss_mib()
@@ -350,7 +350,7 @@ def _memory_child(args: argparse.Namespace) -> dict[str, Any]:
     """One written run of ``growth``'s scenario with ``args.queries`` queries; figures."""
     import tempfile
 
-    from sim.engines.catalog import EngineInfo
+    from sim.catalog.engines import EngineInfo
     from sim.run import runner
 
     marks: dict[str, float] = {}

@@ -165,7 +165,7 @@ def sharded_times(ray: Any, sc: Scenario, plan: Any) -> dict[str, float]:
     gc.collect()
     t = time.perf_counter()
     pending = shardpool.launch(actors, plan)
-    merge = shards.ShardMerge(plan, workers)
+    merge = shards.ShardMerge(workers)
     merging, pieces = 0.0, []
     while pending:
         done, pending = ray.wait(pending, num_returns=1)

@@ -1,7 +1,7 @@
 """A string field whose allowed values are the keys of a table (:class:`OneOf`).
 
 The engine of a scenario and the kind of a registry scheme are named in one table each
-(:data:`sim.engines.catalog.ENGINES`, :data:`sim.build.registries.REGISTRIES`); a field
+(:data:`sim.catalog.engines.ENGINES`, :data:`sim.build.registries.REGISTRIES`); a field
 annotated ``Annotated[str, OneOf(TABLE)]`` accepts exactly the table's keys at validation
 time, fails like a ``Literal`` does (``literal_error``, "Input should be 'a' or 'b'") and
 lists the keys as the JSON schema's ``enum``.

@@ -11,9 +11,12 @@ The same scenario and seed give the same bytes compiled or not: ``benchmarks/gol
 Compiled code checks annotations when it runs (a ``bytearray`` where ``bytes`` is annotated
 raises ``TypeError``), so the hot modules are typed exactly, not only to mypy's satisfaction.
 
-A copy does not follow later edits of its origin: :func:`stale` names the files that
-changed since, ``tooldns`` warns when it runs from a stale copy, and the ``provenance`` of
-every summary lists the modules that ran compiled (:func:`loaded`).
+``tooldns compile`` compiles the checkout it is run from (:func:`checkout_of` the working
+folder; the installed code only outside any checkout), not whichever one is installed. A
+copy does not follow later edits of its origin: :func:`stale` names the files that changed
+since, and ``tooldns`` warns when it runs from a stale copy or from a copy of another
+checkout than the one it is run in (:func:`mismatch`); the ``provenance`` of every summary
+lists the modules that ran compiled (:func:`loaded`).
 """
 
 from __future__ import annotations
@@ -64,6 +67,22 @@ setup(name="tooldns-compiled",
 
 class CompileError(RuntimeError):
     """mypyc (or the C compiler) failed; the message ends with its output."""
+
+
+def checkout_of(path: Path) -> Path | None:
+    """The testbed checkout ``path`` is in (its own folder or a parent holding this
+    project's ``pyproject.toml`` and ``sim/compiled.py``), or None."""
+    path = path.resolve()
+    for folder in (path, *path.parents):
+        project = folder / "pyproject.toml"
+        if project.is_file() and (folder / "sim" / "compiled.py").is_file():
+            try:
+                text = project.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if 'name = "tooldns-testbed"' in text:
+                return folder
+    return None
 
 
 def _files(root: Path) -> list[str]:
@@ -155,6 +174,22 @@ def stale(root: Path = HERE) -> list[str] | None:
     recorded: dict[str, str] = data.get("files", {})
     now = _digests(origin, _files(origin))
     return sorted(f for f in recorded.keys() | now.keys() if recorded.get(f) != now.get(f))
+
+
+def mismatch(cwd: Path, root: Path = HERE) -> str | None:
+    """Why running the compiled copy at ``root`` from ``cwd`` is not running ``cwd``'s
+    checkout (its origin is another folder), or None (not a copy, or not in a checkout,
+    or the same one)."""
+    data = manifest(root)
+    here = checkout_of(cwd)
+    if data is None or here is None:
+        return None
+    origin = Path(str(data.get("origin", "")))
+    if origin.resolve() == here:
+        return None
+    return (f"running from the compiled copy {root}, built from {origin}, not from this "
+            f"checkout {here}: this checkout's edits are not in the run (tooldns compile "
+            f"here builds it)")
 
 
 def loaded() -> list[str]:

@@ -108,6 +108,23 @@ def grail_options(method: str) -> GrailOptions:
     return GrailOptions(**opts)
 
 
+def walk_settings(way: str) -> dict[str, str]:
+    """The resolver settings a ``tooldns:S:B:WAY`` method names: WAY is a merge policy of
+    ``nodes.resolver.merge.MERGES`` (``auto``, ``score``, ``round-robin``; ``rr`` is the
+    older spelling of round-robin) or a search of ``ResolverConfig.search`` (``global``,
+    ``a2x-…``); ValueError otherwise."""
+    from nodes.resolver.merge import MERGES, SEARCHES  # here: they load numpy
+
+    if way == "rr":
+        way = "round-robin"
+    if way in MERGES:
+        return {"merge": way}
+    if way in SEARCHES and way != "split":
+        return {"search": way}
+    raise ValueError(f"{way!r}: not a merge policy ({', '.join(MERGES)}) nor a search "
+                     f"({', '.join(s for s in SEARCHES if s != 'split')})")
+
+
 def check_method(method: str) -> None:
     """Raise ValueError unless ``method`` is a method spec :mod:`sim.retrieval.evaluator` runs."""
     parts = method.split(":")
@@ -115,7 +132,7 @@ def check_method(method: str) -> None:
         grail_options(method)  # raises naming the bad option
         return
     if parts[0] == "tiered":
-        from sim.retrieval.tierspec import tiered_options
+        from sim.tierspec import tiered_options
 
         tiered_options(method)  # seed 003's multi-tier retrieval; raises naming the option
         return
@@ -124,15 +141,23 @@ def check_method(method: str) -> None:
           or method == "flat:dense-adapter"
           or (parts[0] == "tooldns" and len(parts) in (2, 3, 4) and parts[1] in SCORERS
               and (len(parts) == 2 or parts[2].isdigit())
-              and (len(parts) < 4 or parts[3] in ("rr", "score", "global")))
+              and (len(parts) < 4 or _walk_way(parts[3])))
           or (parts[0] == "a2x" and len(parts) == 3 and parts[1] in SCORERS
               and parts[2] in POLICIES)
           or method == "context")
     if not ok:
         raise ValueError(f"unknown method {method!r} (flat:S, flat-log:dense, "
-                         f"flat:dense-adapter, context, tooldns:S[:B[:score|global]], "
+                         f"flat:dense-adapter, context, tooldns:S[:B[:MERGE|SEARCH]], "
                          f"a2x:S:POLICY, grail[:OPT…], grail-intersect, tiered[:OPT…]; "
                          f"S in {sorted(SCORERS)})")
+
+
+def _walk_way(way: str) -> bool:
+    try:
+        walk_settings(way)
+    except ValueError:
+        return False
+    return True
 
 
 class DatasetSpec(Spec):

@@ -17,6 +17,7 @@ from sim.schemes import DnsScheme
 
 ALLOW_UNITS = "--allow-units"  # the flag that turns unit mistakes back into warnings
 WEEK = 7 * 86_400
+HOUR = 3_600  # a fault lasting longer, written bare, is most often milliseconds meant
 
 
 def _ms(value: float) -> str:
@@ -59,6 +60,10 @@ def unit_mistakes(sc: Scenario) -> list[tuple[str, float, str]]:
             out.append((f"faults.events.{i}.delay", f.delay,
                         f"{f.delay:g} s looks like milliseconds "
                         f"meant ({f.delay:g} ms is {_ms(f.delay)})"))
+        if f.duration is not None and f.duration > HOUR:  # each failure's, with a rate
+            out.append((f"faults.events.{i}.duration", f.duration,
+                        f"{f.duration:g} s ({f.duration / HOUR:.3g} h) looks like "
+                        f"milliseconds meant ({f.duration:g} ms is {_ms(f.duration)})"))
     return out
 
 

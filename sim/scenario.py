@@ -15,14 +15,14 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from nodes.agent.context import zone_name
+from sim.catalog.engines import ENGINES
 from sim.choices import OneOf
-from sim.engines.catalog import ENGINES
 from sim.errors import did_you_mean
 from sim.evalspec import TaxonomySpec
 from sim.faultspec import FaultsSpec
 from sim.overrides import set_dotted
 from sim.schemes import DnsScheme, RegistryScheme, SchemeSpec, TrustSpec
-from sim.spec import GridValue, PositiveSeconds, Seconds, Seed, Spec, WholeSeconds
+from sim.spec import GridValue, PathText, PositiveSeconds, Seconds, Seed, Spec, WholeSeconds
 
 Service = Literal["mcp", "a2a", "rest", "skill"]
 
@@ -106,9 +106,9 @@ class NamespaceSpec(Spec):
     vocabulary: Literal["pseudo", "readable"] = Field(default="pseudo", description="synthetic: "
                                                       "pseudo-words, or readable domains, nouns "
                                                       "and verbs (forecast-rainfall)")
-    catalog: str | None = Field(default=None, description="catalog: catalogue JSONL (relative to "
-                                "the scenario file)")
-    queries: str | None = Field(default=None, description="catalog: queries JSONL (default: "
+    catalog: PathText | None = Field(default=None, description="catalog: catalogue JSONL "
+                                     "(relative to the scenario file)")
+    queries: PathText | None = Field(default=None, description="catalog: queries JSONL (default: "
                                 "queries.jsonl beside the catalogue)")
     limit: int | None = Field(
         default=None, ge=1, description="catalog: load at most this many tools")
@@ -121,8 +121,9 @@ class NamespaceSpec(Spec):
         default=None, description="catalog: build this tree (e.g. clustered, with centroids) "
         "instead "
         "of the catalogue's own categories; as an eval file's taxonomy")
-    cache_dir: str | None = Field(default=None, description="dense: keep sentence embeddings on "
-                                  "disk here (relative to where tooldns runs)")
+    cache_dir: PathText | None = Field(default=None, description="dense: keep sentence "
+                                       "embeddings on disk here (relative to where tooldns "
+                                       "runs)")
     max_udp_size: int = Field(default=1232, ge=512, le=65535, description="bytes: the servers' "
                               "EDNS UDP payload limit (larger replies are truncated, TC)")
     cname_referral: bool = Field(default=True, description="intent-in-the-name answers (resolver "
@@ -163,7 +164,8 @@ class NetworkSpec(Spec):
     topology: Literal["star", "tree", "waxman", "geometric", "file"] = "star"
     nodes: int = Field(
         default=16, ge=1, description="graph sites (routers) of generated topologies")
-    file: str | None = Field(default=None, description="topology: file — a GML or GraphML path")
+    file: PathText | None = Field(default=None, description="topology: file — a GML or "
+                                  "GraphML path")
     params: dict[str, float] = Field(default={}, description="generator parameters (e.g. waxman "
                                      "alpha, beta)")
     link: LinkSpecModel = LinkSpecModel()
@@ -191,7 +193,7 @@ class ArrivalSpec(Spec):
     rate: float = Field(default=10.0, gt=0, description="queries per second (poisson)")
     think: Seconds = Field(default=1.0, description="seconds an agent waits between its queries "
                            "(closed)")
-    trace: str | None = Field(default=None, description="trace: CSV with columns time,query")
+    trace: PathText | None = Field(default=None, description="trace: CSV with columns time,query")
 
     @model_validator(mode="after")
     def _check(self) -> ArrivalSpec:
@@ -339,8 +341,10 @@ class SessionSpec(Spec):
         default="none", description="wider: a second discovery with wider_k / wider_beam; "
         "registry: an AgentDNS marketplace search (modelled cost)")
     wider_k: int = Field(default=10, ge=1, le=255, description="K of the wider discovery")
-    wider_beam: int | None = Field(default=None, ge=1, description="beam of the wider discovery "
-                                   "(null: the scheme's)")
+    wider_beam: int | None = Field(default=None, ge=1, le=255, description="beam of the wider "
+                                   "discovery, asked of the resolver in the intent option "
+                                   "(version 1; a resolver walks at most its max_client_beam, "
+                                   "16; the option modes only); null: the scheme's")
     guard_window: int = Field(default=20, ge=0, description="recent tool calls the loop guard "
                               "looks at (0: guard off)")
     guard_max_repeats: int = Field(default=5, ge=1, description="the same (tool, arguments) more "
@@ -381,8 +385,8 @@ class AgentSpec(Spec):
 class OutputSpec(Spec):
     """Where results go (``--out`` overrides ``dir``)."""
 
-    dir: str | None = Field(default=None, description="output folder (default: results/<name>), "
-                            "relative to where tooldns runs")
+    dir: PathText | None = Field(default=None, description="output folder (default: "
+                                 "results/<name>), relative to where tooldns runs")
     plots: bool = Field(default=True, description="write the standard PNG figures")
 
 
@@ -433,7 +437,7 @@ class MininetSpec(Spec):
         default="auto", description="auto: TCLink delays where the kernel has the netem qdisc, "
         "else user-space emulation; require: netem or an error (tooldns run --vm sets it); off: "
         "user-space emulation")
-    pcap_dir: str | None = None  # tcpdump on every host interface: one pcap per host here
+    pcap_dir: PathText | None = None  # tcpdump on every host interface: one pcap per host here
 
 
 class EngineOptions(Spec):
@@ -527,4 +531,4 @@ class Scenario(Spec):
         data = self.model_dump(mode="json")
         for dotted, value in overrides.items():
             set_dotted(data, dotted, value)
-        return Scenario.model_validate(data)
+        return type(self).model_validate(data)

@@ -1,6 +1,8 @@
-"""Discovery schemes: a ToolDNS resolver walk (:class:`DnsScheme`) or an HTTP registry
-baseline (:class:`RegistryScheme`), one :data:`SchemeSpec` union told apart by ``kind``;
-the trust policy a scheme walks under; the resolver configuration a DNS scheme gives."""
+"""Discovery schemes: a DNS client strategy (:class:`DnsScheme`: a kind of
+:data:`sim.catalog.strategies.STRATEGIES`, today ToolDNS in its modes) or an HTTP registry
+baseline (:class:`RegistryScheme`: a kind of :data:`sim.catalog.registries.REGISTRIES`), one
+:data:`SchemeSpec` union told apart by ``kind``; the trust policy a scheme walks under; the
+resolver configuration a DNS scheme gives."""
 
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 
 from nodes.dns.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
-from nodes.resolver.config import ResolverConfig, Search
-from nodes.resolver.merge import MERGES
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.merge import MERGES, SEARCHES
 from nodes.trust import TrustPolicy
-from sim.build.registries import REGISTRIES
+from sim.catalog.registries import REGISTRIES
+from sim.catalog.strategies import MODES, STRATEGIES
 from sim.choices import OneOf, expected
 from sim.spec import PositiveSeconds, Spec, WholeSeconds
 
@@ -51,14 +54,16 @@ class _Scheme(Spec):
 
 
 class DnsScheme(_Scheme):
-    """A ToolDNS scheme: agents ask a recursive resolver that walks the zone tree."""
+    """A DNS scheme: agents ask a recursive resolver as the scheme's DNS client strategy
+    (its kind, a name in sim.catalog.strategies.STRATEGIES) says, in one of its modes."""
 
-    kind: Literal["tooldns"] = Field(
-        default="tooldns", description="ToolDNS resolver walk, or an HTTP registry baseline "
-        f"({', '.join(REGISTRIES)})")
+    kind: Annotated[str, OneOf(STRATEGIES)] = Field(
+        default="tooldns", description="the discovery scheme: a DNS client strategy (a name "
+        "in sim.catalog.strategies.STRATEGIES) or an HTTP registry baseline (a name in "
+        "sim.catalog.registries.REGISTRIES)")
     beam: int = Field(default=1, ge=1, description="branches explored per level (split, "
                       "global)")
-    search: Search = Field(
+    search: Annotated[str, OneOf(SEARCHES)] = Field(
         default="split", description="keep the beam per branch (split, Algorithm 1), the best B "
         "of each level over all zones (global; needs the servers' scores), or A2X's "
         "progressive search (seed 001): a2x-get_one, a2x-get_important, a2x-get_all descend "
@@ -71,11 +76,12 @@ class DnsScheme(_Scheme):
         "round-robin (even when scores came)")
     send_embedding: bool = Field(default=False, description="send the intent's embedding with "
                                  "every semantic query (namespace.scorer: dense)")
-    mode: Literal["aware", "strip", "pass-through", "qname"] = Field(
-        default="aware", description="resolver behaviour: aware (walks cursors with the intent "
-        "option), strip / pass-through (unmodified resolvers dropping or forwarding the "
-        "option), qname (unmodified resolver, the intent carried in the query name and the "
-        "servers' CNAME chain followed: the deployable design)")
+    mode: Annotated[str, OneOf(MODES)] = Field(
+        default="aware", description="how the strategy runs (its catalogue entry's modes; "
+        "tooldns: aware walks cursors with the intent option, strip / pass-through are "
+        "unmodified resolvers dropping or forwarding the option, qname an unmodified resolver "
+        "with the intent carried in the query name and the servers' CNAME chain followed: "
+        "the deployable design); unset: the strategy's first mode")
     cache: bool = Field(default=True, description="the resolver caches referrals and answers")
     query_mock: bool = Field(default=True, description="the resolver answers repeated intents "
                              "from cache (per intent text)")
@@ -118,16 +124,22 @@ class DnsScheme(_Scheme):
                                       "to open another)")
 
     @model_validator(mode="after")
-    def _qname(self) -> DnsScheme:
-        if self.mode == "qname":  # a stock resolver follows one CNAME chain, no option
-            if self.k == 0:
-                raise ValueError("k: mode qname needs K ≥ 1 (one CNAME chain to a leaf, "
-                                 "its top-K tools)")
-            for name, default in (("warm", False), ("beam", 1), ("search", "split"),
-                                  ("merge", "auto"), ("send_embedding", False)):
-                if getattr(self, name) != default:
-                    raise ValueError(f"{name}: does not apply to mode qname (a stock "
-                                     f"resolver following one CNAME chain)")
+    def _mode(self) -> DnsScheme:
+        """The mode is one the strategy runs in (unset: its first), and the fields that mode
+        fixes keep their values."""
+        strategy = STRATEGIES[self.kind]
+        if "mode" not in self.model_fields_set and self.mode not in strategy.modes:
+            object.__setattr__(self, "mode", strategy.default_mode)
+        mode = strategy.modes.get(self.mode)
+        if mode is None:
+            raise ValueError(f"mode: {self.kind} runs in {expected(list(strategy.modes))}, "
+                             f"not {self.mode!r}")
+        if self.mode == "qname" and self.k == 0:  # a stock resolver follows one CNAME chain
+            raise ValueError("k: mode qname needs K ≥ 1 (one CNAME chain to a leaf, "
+                             "its top-K tools)")
+        for name, value in mode.fixed.items():
+            if getattr(self, name) != value:
+                raise ValueError(f"{name}: does not apply to mode {self.mode} ({mode.why})")
         return self
 
 
@@ -152,14 +164,14 @@ class RegistryScheme(_Scheme):
 
 
 def scheme_kinds() -> list[str]:
-    """Every ``kind`` a scheme may name: tooldns, then the registry kinds."""
-    return ["tooldns", *REGISTRIES]
+    """Every ``kind`` a scheme may name: the DNS strategies, then the registry kinds."""
+    return [*STRATEGIES, *REGISTRIES]
 
 
 def _scheme_tag(value: Any) -> str | None:
     """``dns`` or ``registry`` by ``kind`` (default tooldns); None for an unknown kind."""
     kind = value.get("kind", "tooldns") if isinstance(value, dict) else value.kind
-    if kind == "tooldns":
+    if kind in STRATEGIES:
         return "dns"
     return "registry" if kind in REGISTRIES else None
 
@@ -172,8 +184,9 @@ SchemeSpec = Annotated[
                   custom_error_message=f"Input should be {expected(scheme_kinds())}")]
 SCHEME_TAGS = ("dns", "registry")  # where a validation error's location names the member
 
-_REGISTRY_ONLY = f"applies to registry schemes (kind {' or '.join(REGISTRIES)}), not tooldns"
-_DNS_ONLY = "applies to tooldns schemes only"
+_REGISTRY_ONLY = (f"applies to registry schemes (kind {' or '.join(REGISTRIES)}), not DNS "
+                  f"schemes")
+_DNS_ONLY = "applies to DNS schemes only"
 
 
 def foreign_field(model: type[BaseModel], field: str) -> str | None:
@@ -188,8 +201,10 @@ def foreign_field(model: type[BaseModel], field: str) -> str | None:
 
 def resolver_config(scheme: DnsScheme, trust: TrustPolicy | None, trust_anchor: str,
                     dns_port: int) -> ResolverConfig:
-    """The resolvers' configuration of ``scheme`` (the walk, caches, retries, trust)."""
-    return ResolverConfig(mode=scheme.mode, beam=scheme.beam, search=scheme.search,
+    """The resolvers' configuration of ``scheme`` (the walk, caches, retries, trust; the
+    resolver behaviour its strategy's mode names)."""
+    mode = STRATEGIES[scheme.kind].modes[scheme.mode]
+    return ResolverConfig(mode=mode.resolver, beam=scheme.beam, search=scheme.search,
                           merge=scheme.merge, send_embedding=scheme.send_embedding,
                           timeout=scheme.timeout, max_attempts=scheme.max_attempts,
                           query_mock=scheme.query_mock, cache=scheme.cache, dns_port=dns_port,

@@ -1,13 +1,20 @@
 """The base of every scenario and evaluation file model (frozen, unknown keys rejected), its
-unit of time (seconds, or a string with a unit: ``10ms``, ``2 s``, ``1.5 min``), its seeds
-and the values a sweep grid may take."""
+unit of time (seconds, or a string with a unit: ``10ms``, ``2 s``, ``1.5 min``), its seeds,
+the values a sweep grid may take, and paths (no control characters: :func:`printable`)."""
 
 from __future__ import annotations
 
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+)
 
 #: the units a time may be written in (as Shadow accepts them), in seconds
 TIME_UNITS: dict[str, float] = {
@@ -99,6 +106,36 @@ def _grid_value(value: Any) -> Any:
 GridValue = Annotated[Any, BeforeValidator(_grid_value), WithJsonSchema(
     {"description": "a number, string, boolean or null, or a list or mapping of them "
                     f"(nested at most {GRID_VALUE_DEPTH - 1} deep, {GRID_VALUE_ITEMS} items)"})]
+
+
+#: C0 controls, DEL and C1 controls: never printed raw (a terminal acts on ESC, CSI, ...)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with its control characters written as escapes (``\\n``, ``\\x1b``), but
+    those in ``keep``: safe to print to a terminal."""
+    return _CONTROL.sub(lambda m: m[0] if m[0] in keep else repr(m[0])[1:-1], text)
+
+
+def path_problem(value: str) -> str | None:
+    """What is wrong with a path given in a file or on the command line: a control character
+    (NUL cannot be in a path at all; a newline or ESC would reach the terminal)."""
+    if found := _CONTROL.search(value):
+        shown = printable(value if len(value) <= 60 else value[:60] + "...")
+        return (f"control character {printable(found[0])} in '{shown}': a path may not hold "
+                f"control characters (NUL, newline, tab, ESC, ...)")
+    return None
+
+
+def _path_text(value: str) -> str:
+    if problem := path_problem(value):
+        raise ValueError(problem)
+    return value
+
+
+#: a path (file or folder) named in a scenario file
+PathText = Annotated[str, AfterValidator(_path_text)]
 
 
 class Spec(BaseModel):

@@ -2,9 +2,10 @@
 
 A toy engine registered in the catalogue runs a tiny scenario; a toy merge policy registered
 in the merge table is named by a scenario and orders a resolver walk's results; a toy metric
-appears in a summary; a toy scenario field validates; a toy registry kind registered in the
-registry table validates in a scenario, is built by the run's build code and answers real
-HTTP/1.1 through the registry server.
+appears in a summary, counted by the streaming tally; a toy scenario field validates; a toy
+registry kind registered in the registry table validates in a scenario, is built by the
+run's build code and answers real HTTP/1.1 through the registry server; a toy DNS client
+strategy registered in the strategy table runs a scenario on simpy and live.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import os
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -21,20 +23,25 @@ import pandas as pd
 import pytest
 from pydantic import Field, ValidationError
 
-from analysis.metrics import METRICS, SUMMARY, Metric, summarise_group
+from analysis.metrics import METRICS, SUMMARY, Fold, Metric, summarise_group
+from nodes.agent.stub import StubAgent, StubResult
 from nodes.registry.http import App, Request, Response, json_response
 from nodes.resolver import merge
 from nodes.resolver.config import ResolverConfig
 from nodes.resolver.types import Discovery
 from nodes.scoring import make_scorer
-from sim.build.registries import REGISTRIES, RegistryInputs, build_registry
-from sim.build.runplan import AGENT_PORT, RunPlan
+from sim.build.registries import RegistryInputs, build_registry
+from sim.build.runplan import AGENT_PORT, RunPlan, StubSink
 from sim.build.workload import Job
-from sim.engines import catalog
+from sim.catalog import engines as catalog
+from sim.catalog.engines import ENGINES
+from sim.catalog.registries import REGISTRIES, RegistryEntry
+from sim.catalog.strategies import STRATEGIES, DnsStrategy, Mode
 from sim.engines.base import EngineOutput
-from sim.engines.catalog import ENGINES
+from sim.errors import ScenarioError
 from sim.loading import load_scenario
 from sim.run.runner import run_scenario
+from sim.run.summary import Tally
 from sim.scenario import AgentSpec, Scenario
 from sim.schemes import DnsScheme, RegistryScheme, resolver_config
 from tests.factories import tiny_namespace, wired
@@ -46,21 +53,23 @@ DELAY = 0.005  # the toy engine's one-way delay, every message
 T = TypeVar("T")
 
 
-def run_toy(plan: RunPlan) -> EngineOutput:
+def run_toy(plan: RunPlan, sink: StubSink | None = None) -> EngineOutput:
     """A new engine: every message takes DELAY seconds, nodes never queue, no loss."""
-    out = EngineOutput(on_stub=plan.on_stub)
-    nodes: dict[str, Any] = {**plan.resolvers, **plan.agents}
-    port_of = {ip: AGENT_PORT for ip in plan.agents} | {ip: plan.dns_port for ip in plan.resolvers}
+    out = EngineOutput(on_stub=sink)
+    run = plan.instantiate()  # the plan's nodes, fresh for this run
+    resolvers, agents, servers = run.resolvers, run.agents, run.servers
+    nodes: dict[str, Any] = {**resolvers, **agents}
+    port_of = {ip: AGENT_PORT for ip in agents} | {ip: plan.dns_port for ip in resolvers}
     events: list[tuple[float, int, str, Any]] = []
     seq = itertools.count()
 
     def pump(ip: str, now: float) -> None:
         for msg in nodes[ip].to_send():
             heapq.heappush(events, (now + DELAY, next(seq), "msg", (ip, msg)))
-        if ip in plan.resolvers:
-            out.add_walks(plan.resolvers[ip].pop_results())
+        if ip in resolvers:
+            out.add_walks(resolvers[ip].pop_results())
         else:
-            for stub in plan.agents[ip].pop_done():
+            for stub in agents[ip].pop_done():
                 assert isinstance(stub.tag, Job)
                 out.add_stub(stub.tag, stub)
         when = nodes[ip].next_timer()
@@ -70,7 +79,7 @@ def run_toy(plan: RunPlan) -> EngineOutput:
     def deliver(now: float, src_ip: str, msg: Any) -> None:
         dst_ip, _port = msg.dst
         src = (src_ip, port_of[src_ip])
-        server = plan.hierarchy.servers.get(dst_ip)
+        server = servers.get(dst_ip)
         if server is not None:
             reply = server.handle(msg.data, src, now, msg.transport)
             if reply is not None:
@@ -80,7 +89,7 @@ def run_toy(plan: RunPlan) -> EngineOutput:
             nodes[dst_ip].receive(msg.data, src, now, msg.transport)
             pump(dst_ip, now)
 
-    for ip, resolver in plan.resolvers.items():
+    for ip, resolver in resolvers.items():
         for service in plan.warm_services:
             resolver.warm(service, 0.0)
         pump(ip, 0.0)
@@ -91,7 +100,7 @@ def run_toy(plan: RunPlan) -> EngineOutput:
         now, _, kind, item = heapq.heappop(events)
         if kind == "ask":
             ip = plan.agent_order[item.agent]
-            plan.agents[ip].ask(item, plan.requests[item.index], now)
+            agents[ip].ask(item, plan.requests[item.index], now)
             pump(ip, now)
         elif kind == "msg":
             deliver(now, *item)
@@ -105,13 +114,14 @@ def run_toy(plan: RunPlan) -> EngineOutput:
                 nodes[item].on_timer(now)
                 pump(item, now)
     out.end_time = now
+    out.observe(run)  # what the nodes counted: servers, registry, faults, sessions
     return out
 
 
 def _tiny() -> Scenario:
     sc = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
     return sc.model_copy(update={
-        "schemes": [s for s in sc.schemes if s.name == "tooldns"],
+        "schemes": tuple(s for s in sc.schemes if s.name == "tooldns"),
         "workload": sc.workload.model_copy(update={"queries": 20, "phases": 1}),
         "outputs": sc.outputs.model_copy(update={"plots": False}),
     })
@@ -178,9 +188,12 @@ def test_toy_merge_policy_named_in_the_table(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_toy_metric_appears_in_a_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One definition (its fold) serves a frame of records and the run's streaming tally:
+    the toy metric added to the table and to SUMMARY shows in a run's summary, counted as
+    the records are made, equal to its value over the records."""
     toy = Metric("max_round_trips", "max RTTs", "round trips", "{:.0f}",
                  "most sequential round trips of any query",
-                 stat=lambda g, _: float(g.round_trips.max()))
+                 fold=Fold("max", lambda r: r["round_trips"]))
     monkeypatch.setitem(METRICS, toy.key, toy)
     records = pd.DataFrame({"round_trips": [1, 3, 2], "success": [True, True, False],
                             "hit_at_1": [1, 0, 0], "hit_at_k": [1, 1, 0],
@@ -189,6 +202,22 @@ def test_toy_metric_appears_in_a_summary(monkeypatch: pytest.MonkeyPatch) -> Non
     assert set(SUMMARY) >= {"queries", "success"}
     summary = summarise_group(records, keys=keys)
     assert summary["max_round_trips"] == 3 and summary["queries"] == 3
+    # in a run: the streaming tally counts it (no records read back: the tally is exact)
+    from sim.run import runner
+    from sim.run import summary as run_summary
+
+    monkeypatch.setattr(run_summary, "SUMMARY", (*SUMMARY, toy.key))
+    given: list[object] = []  # what the summary was made from
+
+    def summarise(sc: Scenario, engine: str, df: object, ns: Namespace) -> dict:
+        given.append(df)
+        return run_summary.summarise(sc, engine, df, ns)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "summarise", summarise)
+    result = run_scenario(_tiny(), write=False)
+    assert [type(g) for g in given] == [Tally]  # the tally, not the records read back
+    got = result.summary["schemes"]["tooldns"]["max_round_trips"]
+    assert got == int(result.records.round_trips.max()) > 0
 
 
 class ToyAgents(AgentSpec):
@@ -228,7 +257,8 @@ def toy_builder(given: RegistryInputs) -> tuple[App, str]:
 
 
 def test_toy_registry_through_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(REGISTRIES, "toy", toy_builder)
+    monkeypatch.setitem(REGISTRIES, "toy", RegistryEntry(
+        "toy", "a toy registry", "this test", f"{__name__}:toy_builder"))
     scheme = Scenario.model_validate({"name": "x", "schemes": [{"name": "t", "kind": "toy"}]})
     assert isinstance(scheme.schemes[0], RegistryScheme)  # scenario files may name it
     ns = synthetic(n_tools=20, branching=2, depth=1, seed=1)
@@ -246,3 +276,53 @@ def test_toy_registry_through_the_table(monkeypatch: pytest.MonkeyPatch) -> None
     reply, _ = server.receive("conn-2", b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n", 0.0)
     assert reply.startswith(b"HTTP/1.1 404")
     assert server.stats["connections"] == 2
+
+
+class OverfetchAgent(StubAgent):
+    """A toy client strategy's agent: asks its resolver for twice the K it wants (the
+    intent option's K) and keeps the best K of the answer."""
+
+    def ask(self, tag: object, request: Discovery, now: float) -> StubResult:
+        return super().ask(tag, replace(request, k=2 * request.k), now)
+
+    def pop_done(self) -> list[StubResult]:
+        done = super().pop_done()
+        for result in done:
+            result.endpoints = result.endpoints[:result.request.k // 2]
+        return done
+
+
+OVERFETCH = DnsStrategy(
+    "overfetch", "a toy: ask for 2K, keep K", "tests/test_extending.py",
+    modes={"aware": Mode("aware", agent=f"{__name__}:OverfetchAgent")})
+
+
+@pytest.mark.parametrize("engine", ["simpy", pytest.param("live", marks=pytest.mark.live)])
+def test_toy_dns_strategy_in_the_catalogue(monkeypatch: pytest.MonkeyPatch, engine: str
+                                           ) -> None:
+    """A new DNS client strategy is one catalogue entry (and its agent): scenario files name
+    it by ``kind``, its modes are checked, the plan builds its agents, every engine runs
+    it, and the records show what it does (2K tools on the wire, K returned)."""
+    monkeypatch.setitem(STRATEGIES, OVERFETCH.kind, OVERFETCH)
+    base = _tiny()
+    sc = base.model_copy(update={"schemes": (
+        DnsScheme(name="plain", k=2), DnsScheme(name="toy", kind="overfetch", k=2))})
+    assert sc.schemes[1].kind == "overfetch" and sc.schemes[1].mode == "aware"
+    with pytest.raises(ValidationError, match="overfetch runs in 'aware', not 'qname'"):
+        DnsScheme(name="t", kind="overfetch", mode="qname")
+    df = run_scenario(sc, engine=engine, write=False, live_port=next(_TOY_PORTS)).records
+    plain, toy = (df[df.scheme == n].set_index("job") for n in ("plain", "toy"))
+    assert set(df.engine) == {engine} and plain.success.all() and toy.success.all()
+    assert (toy.returned.str.split().str.len() <= 2).all()
+    # the toy asks for four tools: its answers are longer than the plain scheme's
+    assert (toy.bytes_down > plain.bytes_down).mean() > 0.8
+    # and its best two are the plain walk's two (the same ranking, cut later)
+    assert (toy.returned == plain.returned).mean() > 0.5
+    # a strategy that does not run on an engine is refused before anything is built
+    monkeypatch.setitem(STRATEGIES, OVERFETCH.kind, replace(OVERFETCH, engines=("toy",)))
+    with pytest.raises(ScenarioError, match=r"schemes\.toy\.kind: the overfetch strategy "
+                                            r"runs on toy, not on simpy"):
+        run_scenario(sc, engine="simpy", write=False)
+
+
+_TOY_PORTS = itertools.count(23000 + (os.getpid() % 200) * 8, 4)

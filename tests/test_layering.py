@@ -5,6 +5,9 @@
 - ``analysis/`` never imports ``sim/`` (it reads results folders, whoever wrote them).
 - ``sim/engines/`` never imports the run loop or the CLI; ``sim/build/`` (scenario → plan)
   never imports an engine, the run loop or the CLI.
+- The scenario models and what they rest on (``sim/*.py``: scenario, schemes, eval files,
+  schema, checks …) and the catalogues (``sim/catalog/``) import nothing above them: no
+  plan building, engine, socket, run loop, retrieval, interop, VM or CLI code.
 - No import cycle among the project's modules.
 """
 
@@ -25,8 +28,12 @@ FORBIDDEN_CALLS = {("random", "random"), ("random", "choice"), ("random", "randi
                    ("random", "uniform"), ("time", "time"), ("time", "monotonic"),
                    ("datetime", "now")}
 # importer prefix -> module prefixes it must not import
+#: what the model layer (sim/*.py and sim/catalog/) sits below
+ABOVE_MODELS = ("sim.build", "sim.engines", "sim.run", "sim.cli", "sim.retrieval",
+                "sim.interop", "sim.sockets", "sim.vm")
 CONTRACT = {
     "analysis": ("sim",),
+    "sim.catalog": ABOVE_MODELS,
     "topologies": ("sim", "analysis"),
     "sim.engines": ("sim.run", "sim.cli"),
     "sim.build": ("sim.engines", "sim.run", "sim.cli"),
@@ -83,16 +90,30 @@ def test_nodes_module_is_transport_free(name: str) -> None:
                     f"{name}:{node.lineno} calls {base.id}.{node.func.attr}()")
 
 
+def _models(name: str) -> bool:
+    """A module of the model layer: ``sim/<name>.py`` (not a package's)."""
+    return (name.startswith("sim.") and name.count(".") == 1
+            and MODULES[name].name != "__init__.py")
+
+
 def test_folder_contract() -> None:
     broken = []
     for name, path in MODULES.items():
-        for importer, forbidden in CONTRACT.items():
-            if not _within(name, importer):
-                continue
+        rules = [f for importer, f in CONTRACT.items() if _within(name, importer)]
+        if _models(name):
+            rules.append(ABOVE_MODELS)
+        for forbidden in rules:
             for line, module in _imports(path):
                 if any(_within(module, f) for f in forbidden):
                     broken.append(f"{name}:{line} imports {module}")
     assert not broken, "folder contract broken:\n" + "\n".join(broken)
+
+
+def test_the_model_layer_is_seen() -> None:
+    """The model rule reads the files it is about (and would catch the imports it forbids)."""
+    models = [m for m in MODULES if _models(m)]
+    assert {"sim.scenario", "sim.schemes", "sim.evalspec"} <= set(models)
+    assert not any(_models(m) for m in ("sim.build.plan", "sim.catalog.engines"))
 
 
 def test_no_import_cycle() -> None:
@@ -121,6 +142,6 @@ def test_package_inits_hold_only_a_docstring() -> None:
 def test_the_scan_sees_the_tree() -> None:
     """A guard against a contract that passes because it reads nothing."""
     assert len(MODULES) > 60
-    assert "nodes.resolver.core" in MODULES and "sim.engines.catalog" in MODULES
-    edges = {m for _l, m in _imports(MODULES["sim.engines.catalog"])}
+    assert "nodes.resolver.core" in MODULES and "sim.catalog.engines" in MODULES
+    edges = {m for _l, m in _imports(MODULES["sim.catalog.engines"])}
     assert "sim.errors" in edges  # imported inside a function

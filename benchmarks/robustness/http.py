@@ -6,15 +6,17 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import re
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from benchmarks.robustness.serving import ROOT, SCRIPT
-from benchmarks.robustness.table import machine
+from benchmarks.robustness.table import machine, table
 from nodes.registry.client import ans_registration
 from nodes.registry.http import ClientConnection
 from nodes.registry.pki import canonical, issue, make_ca
@@ -159,7 +161,17 @@ def _one(addr, pieces: list[bytes], pause: float = 0.0, wait: float = 30.0,
 
 
 def run(args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, str(ROOT / SCRIPT), "_http-server",
+    """This tree's registries; with ``--before TREE`` that tree's first (``before``)."""
+    before = _run_side(args, args.before) if args.before else None
+    result = _run_side(args, None)
+    if before is not None:
+        result["before"] = before
+    return result
+
+
+def _run_side(args: argparse.Namespace, tree: Path | None) -> dict:
+    root = Path(tree or ROOT).resolve()
+    cmd = [sys.executable, str(root / SCRIPT), "_http-server",
            "--address", args.address, "--seed", str(args.seed), "--tools", str(args.tools),
            "--deadline", str(args.deadline), "--idle", str(args.idle),
            "--write-timeout", str(args.write_timeout), "--max-body", str(args.max_body),
@@ -168,7 +180,7 @@ def run(args: argparse.Namespace) -> dict:
            "--inject-fault"]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            cwd=ROOT)
+                            cwd=root)
     assert proc.stdout is not None and proc.stdin is not None
     line = proc.stdout.readline()
     if not line.startswith("READY "):
@@ -188,9 +200,12 @@ def run(args: argparse.Namespace) -> dict:
             return type(exc).__name__
 
     rows: list[dict] = []
+    load: list[dict] = []  # other clients' latency while an attack runs (issue 45)
 
     def case(name: str, expected: str, run: Callable[[], tuple[str, float]],
-             note: str = "") -> None:
+             note: str = "", group: str = "hostile") -> None:
+        if args.only != "all" and group != args.only:
+            return
         try:
             got, took = run()
         except OSError as exc:
@@ -371,12 +386,34 @@ def run(args: argparse.Namespace) -> dict:
     case("client never reads (write deadline)", "reset", non_reader,
          f"write timeout {args.write_timeout:g} s; time from the last byte it could send")
 
+    # issue 45: framing that may smuggle a request, bodies in 1-byte chunks, pipelining
+    def smuggling() -> tuple[str, float]:
+        with _connect(adns, 30.0) as sock:
+            start = time.perf_counter()
+            sock.sendall(_smuggled(token))
+            return _read_all(sock, 3.0, start)
+
+    case("Content-Length + Transfer-Encoding, a GET behind", "400, close", smuggling,
+         "RFC 9112 §6.3; 'open': the server kept the connection", group="issue45")
+    chunks = _chunked_head(token) + b"1\r\nx\r\n" * (args.max_body + 1) + b"0\r\n\r\n"
+    case(f"body of {args.max_body + 1} 1-byte chunks", "413",
+         lambda: _one(adns, [chunks], wait=60.0),
+         "time from the last byte sent to the answer", group="issue45")
+    if args.only in ("all", "issue45"):
+        load.append(_under(f"{args.chunk_floods} bodies of 1-byte chunks at once", adns,
+                           ok_search, args, lambda _: _one(adns, [chunks], wait=60.0),
+                           args.chunk_floods))
+        load.append(_under(f"{args.pipelined} searches pipelined on {args.pipelining} "
+                           f"connections, never read", adns, ok_search, args,
+                           lambda stop: _pipeline(adns, ok_search, args, stop),
+                           args.pipelining))
+
     proc.stdin.close()
     out = proc.stdout.read()
     proc.wait(timeout=30)
     stats = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
-    return {"kind": "http", "machine": machine(),
-            "server_start_s": round(start_s, 2),
+    return {"kind": "http", "machine": machine(), "tree": str(tree or "this tree"),
+            "server_start_s": round(start_s, 2), "load": load,
             "settings": {"deadline_s": args.deadline, "idle_s": args.idle,
                          "write_timeout_s": args.write_timeout, "max_body": args.max_body,
                          "max_header": args.max_header,
@@ -384,10 +421,107 @@ def run(args: argparse.Namespace) -> dict:
             "rows": rows, "stats": stats, "server_exit": proc.returncode}
 
 
+def _smuggled(token: str) -> bytes:
+    """A search framed both ways: as chunked, an empty body then a second request (a GET
+    without a token: 401 if it is served); by Content-Length, one request."""
+    return (b"POST " + SEARCH.encode() + b" HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer "
+            + token.encode() + b"\r\nContent-Length: 48\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"0\r\n\r\nGET /api/v1/smuggled HTTP/1.1\r\nHost: r\r\n\r\n")
+
+
+def _chunked_head(token: str) -> bytes:
+    return (b"POST " + SEARCH.encode() + b" HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer "
+            + token.encode() + b"\r\nTransfer-Encoding: chunked\r\n\r\n")
+
+
+def _read_all(sock: socket.socket, quiet: float, start: float) -> tuple[str, float]:
+    """Every answer on the connection until the server closes it (``close``) or stays
+    quiet for ``quiet`` s (``open``): their statuses, and the time to the last event."""
+    data, end, last = b"", "open", start
+    sock.settimeout(quiet)
+    try:
+        while more := sock.recv(65536):
+            data, last = data + more, time.perf_counter()
+        end, last = "close", time.perf_counter()
+    except TimeoutError:
+        pass
+    except ConnectionResetError:
+        end, last = "reset", time.perf_counter()
+    statuses = [m.decode() for m in re.findall(rb"HTTP/1\.[01] (\d{3}) ", data)]
+    return ", ".join([*statuses, end]), last - start
+
+
+def _pipeline(addr: tuple[str, int], request: bytes, args: argparse.Namespace,
+              stop: threading.Event) -> tuple[str, float]:
+    """``--pipelined`` / ``--pipelining`` searches sent on one connection, never read;
+    held until the server resets it ("reset") or the others are done ("held")."""
+    with _connect(addr, 30.0) as sock:
+        start = time.perf_counter()
+        try:
+            sock.sendall(request * (args.pipelined // args.pipelining))
+        except OSError:
+            return "reset", time.perf_counter() - start
+        while not stop.wait(0.05):
+            if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                return "reset", time.perf_counter() - start
+        return "held", time.perf_counter() - start
+
+
+def _under(name: str, addr: tuple[str, int], request: bytes, args: argparse.Namespace,
+           attack: Callable[[threading.Event], tuple[str, float]], n: int) -> dict:
+    """``--others`` clients, each sending searches one after another (a new connection
+    each) for ``--load-seconds`` while ``n`` attacks run (told when the others are done):
+    the others' answer times, and how the attacks ended."""
+    results: list[tuple[str, float]] = []
+    times: dict[int, list[float]] = {i: [] for i in range(args.others)}
+    failed = [0]
+    stop = threading.Event()
+
+    def attacker() -> None:
+        try:
+            results.append(attack(stop))
+        except OSError as exc:
+            results.append((type(exc).__name__, float("nan")))
+
+    def other(i: int) -> None:
+        while not stop.is_set():
+            try:
+                what, took = _one(addr, [request], wait=30.0)
+            except OSError:
+                what, took = "error", float("nan")
+            if what == "200":
+                times[i].append(took)
+            else:
+                failed[0] += 1
+
+    attackers = [threading.Thread(target=attacker, daemon=True) for _ in range(n)]
+    others = [threading.Thread(target=other, args=(i,), daemon=True)
+              for i in range(args.others)]
+    for t in attackers:
+        t.start()
+    time.sleep(0.2)  # the attacks are under way
+    for t in others:
+        t.start()
+    time.sleep(args.load_seconds)
+    stop.set()
+    for t in others:
+        t.join()
+    every = sorted(t for ts in times.values() for t in ts)
+    worst = [max(ts, default=0.0) for ts in times.values()]
+    for t in attackers:
+        t.join(timeout=60)
+    return {"attack": name, "others": args.others, "answered": len(every),
+            "failed": failed[0],
+            "median_ms": round(1000 * every[len(every) // 2], 1) if every else None,
+            "max_ms": round(1000 * every[-1], 1) if every else None,
+            "others_past_3s": sum(w > 3.0 for w in worst),
+            "attacks_ended": sorted({what for what, _ in results})}
+
+
 def _ok(row: dict) -> str:
     expected = [e.strip() for e in row["expected"].replace(" or ", ",").split(",")]
-    if row["expected"] == "500, then 200":
-        return "yes" if row["got"] == "500, then 200" else "NO"
+    if row["expected"] in ("500, then 200", "400, close"):  # a sequence, not choices
+        return "yes" if row["got"] == row["expected"] else "NO"
     return "yes" if row["got"] in expected else "NO"
 
 
@@ -412,10 +546,33 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-connections", type=int, default=64)
     p.add_argument("--org-token", default="agent_" + "B" * 43,
                    help="an organisation token the server is configured with")
+    p.add_argument("--only", choices=["all", "hostile", "issue45"], default="all",
+                   help="the cases to run: all, the hostile requests, or issue 45's "
+                   "(smuggling, chunk floods, pipelining)")
+    p.add_argument("--before", type=Path, metavar="TREE",
+                   help="also serve from TREE (an earlier checkout) and print its figures")
+    p.add_argument("--others", type=int, default=6,
+                   help="clients searching one after another while an attack runs")
+    p.add_argument("--load-seconds", type=float, default=6.0,
+                   help="how long they search")
+    p.add_argument("--chunk-floods", type=int, default=4,
+                   help="bodies of 1-byte chunks sent at once")
+    p.add_argument("--pipelined", type=int, default=10_000,
+                   help="searches pipelined, never read")
+    p.add_argument("--pipelining", type=int, default=20,
+                   help="connections they are pipelined on")
 
 
 def show(result: dict) -> None:
-    """Print the figures."""
+    """Print the figures (an earlier tree's first, with ``--before``)."""
+    if "before" in result:
+        print(f"== before: {result['before']['tree']}")
+        _show(result["before"])
+        print("== this tree")
+    _show(result)
+
+
+def _show(result: dict) -> None:
     print(result["machine"])
     s = result["settings"]
     print(f"registry process started in {result['server_start_s']} s; request deadline "
@@ -435,6 +592,9 @@ def show(result: dict) -> None:
     for r in result["rows"]:
         if r["note"]:
             print(f"  {r['case'].strip()}: {r['note']}")
+    if result.get("load"):
+        print("other clients' searches while an attack runs:")
+        table(result["load"])
     for name, st in result["stats"].items():
         print(f"{name} counters: server {json.dumps(st['server'], sort_keys=True)}; "
               f"application {json.dumps(st['app'], sort_keys=True)}")

@@ -41,6 +41,11 @@ class RegistryFallback:
         self.cost, self.tool_of, self.peer = cost, tool_of, peer
         self.calls = 0
 
+    def instance(self) -> RegistryFallback:
+        """This fallback for one run: its client and registry as they were built."""
+        return RegistryFallback(self.client.instance(), self.server.instance(), self.rtt,
+                                self.server_time, self.cost, self.tool_of, self.peer)
+
     def search(self, request: Discovery, now: float) -> FallbackOutcome:
         self.calls += 1
         client, t = self.client, now

@@ -186,6 +186,12 @@ class SessionAgent:
         self._done: list[StubResult] = []
         self._later: list[tuple[float, int, StubResult]] = []  # modelled fallbacks
 
+    def instance(self) -> SessionAgent:
+        """This agent for one run: its stub, session and fallback as they were built."""
+        session = Session(self.session.config, self.session.context.always.values())
+        registry = self.registry.instance() if self.registry is not None else None
+        return SessionAgent(self.stub.instance(), session, self.tool_of, registry)
+
     # -- what the engines and live adapters use of a StubAgent ---------------------
 
     @property

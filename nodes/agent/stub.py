@@ -40,6 +40,7 @@ from nodes.dns.wire import (
 from nodes.dns.wire import opt_record as _opt
 from nodes.dns.zone import Address
 from nodes.resolver.types import Discovery, Endpoint, Outgoing, Step, Transport
+from nodes.rng import copy_rng
 
 TYPE_AAAA = 28
 _QTYPE_NAMES = {TYPE_SRV: "SRV", TYPE_A: "A", TYPE_AAAA: "AAAA"}
@@ -146,6 +147,13 @@ class StubAgent:
         self._done: list[StubResult] = []
         self.ignored = 0
 
+    def instance(self) -> StubAgent:
+        """An agent as this one was built (a generator in its state), for one run."""
+        new = type(self)(self.resolver, copy_rng(self.rng), self.option_code, self.timeout,
+                         self.attempts, self.edns_size, self.name, self.style, self.aaaa)
+        new.id_source = self.id_source
+        return new
+
     def is_pending(self, qid: int) -> bool:
         """Whether a query with this ID still awaits its answer."""
         return qid in self._pending
@@ -172,7 +180,8 @@ class StubAgent:
         while qid in self._pending:
             qid = message_id(ids)
         with_intent = self.style == "option" and qtype == TYPE_SRV
-        intent = Intent(result.request.intent, k=result.request.k) if with_intent else None
+        request = result.request  # its beam, when set, rides in the option (version 1)
+        intent = Intent(request.intent, k=request.k, beam=request.beam) if with_intent else None
         options = [(self.option_code, intent.encode())] if intent is not None else []
         wire = encode_query(qid, 0x0100, qname, qtype, options, self.edns_size)  # RD set
         if wire is None:  # a name the struct codec does not write: dnslib does

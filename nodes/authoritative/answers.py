@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nodes.authoritative.reply import NOERROR, NXDOMAIN, Reply
+from nodes.authoritative.zonefile import WALK_TYPE
 from nodes.authoritative.zonestate import Child, ZoneState, child_index
 from nodes.dns.codec import AAAA, ANY, CNAME, NS, SRV, A, Rec
 from nodes.dns.wire import (
     PROTOCOLS,
+    SERVICES,
     IntentName,
     encode_scores,
     parse_intent_labels,
@@ -25,6 +27,7 @@ from nodes.dns.wire import (
 from nodes.scoring import Ranker, ScoreIndex, Scorer, ranker, scored_top_k
 
 _PROTO_LABELS = frozenset("_" + p for p in PROTOCOLS)  # the last label of an intent name
+_WALK_SERVICES = frozenset("_" + s for s in SERVICES)  # services with walk records
 
 
 def choose(index: ScoreIndex, rank: Ranker, text: str, k: int,
@@ -131,16 +134,57 @@ def standard(state: ZoneState, scorer: Scorer, qname: str, qtype: int,
     return "standard", Reply(NOERROR, True, rrs, (), additional)
 
 
+def _relative(state: ZoneState, qname: str) -> list[str]:
+    """The labels of ``qname`` below the zone's apex."""
+    relative = qname[: len(qname) - len(state.name)] if state.name != "." else qname
+    return relative.rstrip(".").split(".")
+
+
+def _denied(labels: list[str]) -> bool:
+    """Whether a name the zone does not hold, of these labels below the apex, does not
+    exist: anything but ``_proto.<zone>`` and the names below ``_svc._proto.<zone>``."""
+    return labels[-1] not in _PROTO_LABELS or (len(labels) > 1
+                                               and not labels[-2].startswith("_"))
+
+
+def _walked(labels: list[str], intent: IntentName | None, leaf: bool) -> bool:
+    """Whether a name the zone does not hold has the record of
+    :func:`nodes.authoritative.zonefile.walk_records` (TYPE65280, empty): below
+    ``_svc._proto.<zone>`` for a ToolDNS service and protocol, where copies of the zone
+    expand its wildcard, except at intent names of a non-leaf zone (CNAMEs)."""
+    return (len(labels) > 2 and labels[-2] in _WALK_SERVICES and labels[-1] in _PROTO_LABELS
+            and (intent is None or leaf))
+
+
+def name_exists(state: ZoneState, name: str) -> bool:
+    """Whether ``name`` (in the zone, not below a cut) exists: held, an empty non-terminal
+    or one of the names ToolDNS answers as existing below ``_proto.<zone>``."""
+    return name == state.name or name in state.names or not _denied(_relative(state, name))
+
+
+def walk_types(state: ZoneState, name: str) -> tuple[int, ...]:
+    """(TYPE65280,) at the names a zone not holding ``name`` answers it (:func:`_walked`),
+    else ()."""
+    if name == state.name or name in state.names:
+        return ()
+    labels = _relative(state, name)
+    walked = not _denied(labels) and _walked(labels, parse_intent_labels(labels), state.leaf)
+    return (WALK_TYPE,) if walked else ()
+
+
 def named_intent(state: ZoneState, scorer: Scorer, qname: str, qtype: int,
                  cname_referral: bool) -> tuple[str, Reply]:
     """A name the zone does not hold: an intent carried in the name (CNAME one level
-    down, or the leaf's top-K SRV), an empty non-terminal above one, or NXDOMAIN."""
-    relative = qname[: len(qname) - len(state.name)] if state.name != "." else qname
-    labels = relative.rstrip(".").split(".")
-    if labels[-1] not in _PROTO_LABELS or (len(labels) > 1
-                                            and not labels[-2].startswith("_")):
+    down, or the leaf's top-K SRV), an empty non-terminal above one, or NXDOMAIN. Below
+    ``_svc._proto.<zone>``, TYPE65280 (and ANY, but at a leaf's intent names) gets the walk
+    record its copies expand from their wildcard."""
+    labels = _relative(state, qname)
+    if _denied(labels):
         return "nxdomain", state.negative[NXDOMAIN]
     intent = parse_intent_labels(labels)
+    if (qtype == WALK_TYPE or (qtype == ANY and intent is None)) and _walked(
+            labels, intent, state.leaf):
+        return "walk", Reply(NOERROR, True, [Rec("", WALK_TYPE, state.data.ttls.ns, (b"",))])
     if intent is None:
         return "intent_ent", state.negative[NOERROR]
     if state.leaf:

@@ -11,7 +11,9 @@ With the intent option on a cursor name ``_svc._proto._<zone>.``:
     (and, in a zone with ``aaaa``, their AAAA records after every A; glue stays IPv4).
 Without the option the server is a plain authoritative server for the names it holds:
 SRV at ``_svc._proto.<leaf>.``, A/TXT at tool targets, SOA/NS/TXT at the apex, A at its own
-NS hosts, referrals below delegations, NXDOMAIN/NODATA with SOA, AA set on its own data.
+NS hosts, referrals below delegations, NXDOMAIN/NODATA with SOA, AA set on its own data,
+and the walk records of its copies (TYPE65280 below ``_svc._proto.<zone>``,
+:func:`nodes.authoritative.zonefile.walk_records`).
 
 The intent may instead ride in the name (:func:`nodes.dns.wire.intent_qname`, no option needed,
 for stock recursors that drop it): ``k3.<words>._svc._proto.<zone>.`` is answered, for any
@@ -43,12 +45,19 @@ serial (then the SOA alone). Transfers are allowed only to sources in ``transfer
 (empty by default) or ``transfer_peers``, within ``transfers``' bounds on transfers in
 progress and started (:class:`~nodes.authoritative.transfer.TransferGate`); others get
 REFUSED, a name that is not one of the server's zone apexes NOTAUTH. AXFR/IXFR reaching
-``handle`` (over UDP) gets NOTIMP, as NSD and Knot answer AXFR over UDP. Transfers are
-never signed nor cached (:mod:`nodes.authoritative.transfer`).
+``handle`` (over UDP) gets NOTIMP, as NSD and Knot answer AXFR over UDP. Transfers are not
+cached (:mod:`nodes.authoritative.transfer`); a signed server's carry the zone signed
+(DNSKEY, DS, NSEC chain, RRSIGs: :mod:`nodes.authoritative.signed`).
+
+With a ``signer`` (:class:`~nodes.dns.dnssec.ZoneSigner`) the server answers DNSKEY at its
+apexes and DS for its delegated children (authoritatively, with or without DO), and signs
+replies to DO queries with the proof of a negative answer: the types at the name for NODATA,
+the closest encloser for NXDOMAIN (:meth:`AuthoritativeServer._sign`).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import struct
 from collections import Counter, OrderedDict
@@ -58,7 +67,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from mypy_extensions import mypyc_attr
 
-from nodes.authoritative.answers import referral, semantic, standard, tools_answer
+from nodes.authoritative.answers import (
+    name_exists,
+    referral,
+    semantic,
+    standard,
+    tools_answer,
+    walk_types,
+)
 from nodes.authoritative.fit import fit, size_limit
 from nodes.authoritative.memo import REPLY_MEMO, ReplyMemo
 from nodes.authoritative.reply import (
@@ -67,6 +83,7 @@ from nodes.authoritative.reply import (
     NOERROR,
     NOTAUTH,
     NOTIMP,
+    NXDOMAIN,
     REFUSED,
     SERVFAIL,
     Reply,
@@ -76,6 +93,7 @@ from nodes.authoritative.transfer import (
     allowed,
     networks,
     transfer_query,
+    transfer_records,
     xfr_messages,
     zone_transfer,
 )
@@ -94,12 +112,13 @@ from nodes.dns.codec import (
     question_names,
     view_from_dnslib,
 )
-from nodes.dns.dnssec import ZoneSigner
+from nodes.dns.dnssec import KEY_TTL, ZoneSigner
 from nodes.dns.wire import (
     DEFAULT_EDNS_SIZE,
     DEFAULT_OPTION_CODE,
     EMBEDDING_OPTION_CODE,
     INTENT_VERSION,
+    INTENT_VERSION_BEAM,
     SCORES_OPTION_CODE,
     IntentError,
     decode_embedding,
@@ -112,6 +131,7 @@ from nodes.scoring import BM25Scorer, Scorer
 
 _INTENT_HEADER = struct.Struct("!BHB")  # nodes.dns.wire.Intent: version · length · K
 _RX = {"udp": "rx_udp", "tcp": "rx_tcp"}  # counter keys, not rebuilt per query
+_DS, _DNSKEY = 43, 48
 # a packet-cache entry's memory beyond its key and reply bytes: two bytes headers (33 each),
 # a 2-tuple (56) and the OrderedDict's link and table slot (about 100), on CPython 3.11
 _CACHE_ENTRY_OVERHEAD = 220
@@ -198,6 +218,24 @@ class AuthoritativeServer:
         self._clear_cache()
         self.signer = None
         self._generation = object()
+
+    def instance(self) -> AuthoritativeServer:
+        """This server for one run, in the state :meth:`reset` gives, leaving this one as it
+        is: the same zones (their states shared: records, score indexes built on first use),
+        scorer, settings and signer's keys; its own counters, packet cache, parsed-name
+        memo, transfer bounds, signature count and zone table (a zone reloaded in the run,
+        e.g. by churn, is reloaded in the instance only)."""
+        new = copy.copy(self)
+        new.stats = ServerStats()
+        new.transfers = TransferGate()
+        new._cache = OrderedDict()
+        new._cache_bytes = 0
+        new._name_info = OrderedDict()
+        new._zones = dict(self._zones)
+        new._generation = object()
+        if self.signer is not None:
+            new.signer = copy.copy(self.signer)
+        return new
 
     def _clear_cache(self) -> None:
         self._cache.clear()
@@ -309,12 +347,12 @@ class AuthoritativeServer:
         out = fit(view, reply, transport, info[1] if info is not None else None, self._opt,
                   self.max_udp_size, self.scores_code, counts)
         if self.signer is not None and view.opt_udp is not None and view.opt_ttl & 0x8000:
-            limit = size_limit(view.opt_udp, self.max_udp_size, transport)
-            nodata = (reply.rcode == NOERROR and not reply.answer and bool(reply.authority)
-                      and reply.authority[0].rtype == SOA)
-            out = self.signer.sign_reply(out, limit,
-                                         self._types_at(view.qname) if nodata else None)
-            counts["signed"] += 1
+            try:
+                out = self._sign(view, reply, out, transport, self.signer)
+                counts["signed"] += 1
+            except Exception:  # our bug, not the peer's: SERVFAIL, counted, not kept
+                counts["internal_error"] += 1
+                kind, out = "internal_error", self._fit(view, Reply(SERVFAIL), transport)
         counts["tx_bytes"] += len(out)
         if kind != "internal_error":
             if self.packet_cache_size:
@@ -323,6 +361,18 @@ class AuthoritativeServer:
             if memo is not None and not any(c == self.embedding_code for c, _ in view.options):
                 memo.put((self._generation, key), out[2:], kind)
         return out
+
+    def _sign(self, view: QueryView, reply: Reply, out: bytes, transport: str,
+              signer: ZoneSigner) -> bytes:
+        """``out`` signed for a DO query, with the proof of a negative answer: the types at
+        the name for NODATA, the closest encloser for NXDOMAIN (:mod:`nodes.dns.dnssec`)."""
+        limit = size_limit(view.opt_udp, self.max_udp_size, transport)
+        negative = (not reply.answer and bool(reply.authority)
+                    and reply.authority[0].rtype == SOA)
+        nodata = negative and reply.rcode == NOERROR
+        encloser = self._encloser(view.qname) if negative and reply.rcode == NXDOMAIN else None
+        return signer.sign_reply(out, limit, self._types_at(view.qname) if nodata else None,
+                                 encloser)
 
     def _fit(self, q: QueryView, reply: Reply, transport: str,
              info: _NameInfo | None = None) -> bytes:
@@ -351,6 +401,12 @@ class AuthoritativeServer:
         counts["tx_bytes"] += sum(map(len, messages))
         return messages
 
+    def transfer_records(self, zone: str) -> list[Rec]:
+        """What an AXFR of ``zone`` sends between its two SOAs (SOA first): its records, the
+        walk records and, when the server signs, its DNSKEY, DS, NSEC chain and RRSIGs
+        (:func:`~nodes.authoritative.transfer.transfer_records`; KeyError: no such zone)."""
+        return transfer_records(self._zones[normalise(zone)], self.signer)
+
     def transfer_allowed(self, address: str) -> bool:
         """Whether ``address`` may transfer zones (``transfer_peers``, ``transfer_acl``)."""
         return allowed(address, self.transfer_acl, self.transfer_peers)
@@ -363,7 +419,7 @@ class AuthoritativeServer:
         state = self._zones.get(q.qname) if q.qclass == 1 else None
         if state is None:  # not a zone apex this server holds (RFC 5936 §2.2.1)
             return "xfr_notauth", [self._fit(q, Reply(NOTAUTH), "tcp")]
-        kind, answer = zone_transfer(q, wire, state)
+        kind, answer = zone_transfer(q, wire, state, self.signer)
         if isinstance(answer, Reply):
             return kind, [self._fit(q, answer, "tcp")]
         return kind, xfr_messages(q, answer, self._opt if q.opt_udp is not None else b"")
@@ -434,10 +490,12 @@ class AuthoritativeServer:
             if len(data) < 4:
                 return "formerr_intent", Reply(FORMERR)
             version, length, k = _INTENT_HEADER.unpack_from(data)
-            if version != INTENT_VERSION or len(data) - 4 != length or length > 65531:
+            head = 5 if version == INTENT_VERSION_BEAM else 4  # version 1: a beam, ignored
+            if (version not in (INTENT_VERSION, INTENT_VERSION_BEAM) or len(data) - head != length
+                    or length > 65531 or (head == 5 and not data[4])):
                 return "formerr_intent", Reply(FORMERR)
             try:
-                text = data[4:].decode("utf-8")
+                text = data[head:].decode("utf-8")
             except UnicodeDecodeError:
                 return "formerr_intent", Reply(FORMERR)
             for c, d in q.options:
@@ -460,6 +518,10 @@ class AuthoritativeServer:
         state = self._zones.get(target) or self._find_zone(target)
         if state is None:
             return "refused", Reply(REFUSED)
+        if self.signer is not None and (q.qtype == _DS or q.qtype == _DNSKEY):
+            keys = self._keys(state, target, q.qtype, self.signer)
+            if keys is not None:
+                return keys
         if target != state.name and state.cuts:
             cut = state.delegation_for(target)
             if cut is not None:
@@ -496,15 +558,47 @@ class AuthoritativeServer:
         self.stats.counts["embedding_used"] += 1
         return key
 
+    def _keys(self, state: ZoneState, target: str, qtype: int, signer: ZoneSigner
+              ) -> tuple[str, Reply] | None:
+        """A signed zone's DNSKEY at its apex, or the DS of a delegated child (the parent
+        answers it, RFC 4035 §3.1.4.1, also when it holds the child); None otherwise."""
+        if qtype == _DNSKEY:
+            if target != state.name:
+                return None
+            rec = Rec(target, _DNSKEY, KEY_TTL, (signer.dnskey_wire(target),))
+            return "dnskey", Reply(NOERROR, True, [rec])
+        if target == state.name and target != ".":  # a child apex: its parent, if held here
+            state = self._find_zone(target.partition(".")[2] or ".") or state
+        if target not in state.cuts:
+            return None
+        rec = Rec(target, _DS, state.data.ttls.ns, (signer.ds_wire(target),))
+        return "ds", Reply(NOERROR, True, [rec])
+
+    def _encloser(self, qname: str) -> str | None:
+        """The closest encloser of a name its zone answers NXDOMAIN: the longest ancestor
+        that exists (:func:`~nodes.authoritative.answers.name_exists`)."""
+        state = self._find_zone(qname)
+        if state is None:
+            return None
+        name = qname
+        while name != state.name and name != ".":
+            name = name.partition(".")[2] or "."
+            if name_exists(state, name):
+                return name
+        return state.name
+
     def _types_at(self, qname: str) -> tuple[int, ...]:
-        """Record types the name has (for a NODATA proof): its records, SRV for an intent
-        name at a leaf, none for an empty non-terminal."""
+        """Record types the name has (for a NODATA proof): its records (and DNSKEY at a
+        signed apex), SRV for an intent name at a leaf, TYPE65280 where the walk record is
+        answered, none for an empty non-terminal."""
         state = self._find_zone(qname)
         if state is None:
             return ()
         node = state.node(qname)
         if node:
-            return tuple(t for t, rrs in node.items() if rrs)
+            types = tuple(t for t, rrs in node.items() if rrs)
+            return (*types, _DNSKEY) if qname == state.name and self.signer else types
+        walk = walk_types(state, qname)
         if state.leaf and parse_intent_qname(qname, state.name) is not None:
-            return (SRV,)
-        return ()
+            return (SRV, *walk)
+        return walk

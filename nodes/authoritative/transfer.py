@@ -2,8 +2,10 @@
 
 :func:`transfer_query` recognises a transfer request, :func:`zone_transfer` decides the
 answer (a single reply, or the records to stream: SOA, every record of the zone, the
-names a walk touches made to exist (``nodes.authoritative.zonefile.walk_records``), SOA),
-and :func:`xfr_messages` splits records over messages of at most 65535 bytes.
+names a walk touches made to exist (``nodes.authoritative.zonefile.walk_records``) and, from
+a signed server, the zone's DNSKEY, DS, NSEC chain and RRSIGs
+(:mod:`nodes.authoritative.signed`), SOA), and :func:`xfr_messages` splits records over
+messages of at most 65535 bytes.
 
 Who may transfer, how many at once and how often is :class:`TransferGate`'s (sans-IO: the
 caller passes the time in): an access list (:func:`networks`, :func:`allowed`; empty by
@@ -25,6 +27,7 @@ from dnslib import DNSRecord
 
 from nodes.authoritative.fit import COUNTS3, HEADER
 from nodes.authoritative.reply import FORMERR, NOERROR, Reply
+from nodes.authoritative.signed import signed_records
 from nodes.authoritative.zonefile import walk_records
 from nodes.authoritative.zonestate import ZoneState
 from nodes.dns.codec import (
@@ -39,6 +42,7 @@ from nodes.dns.codec import (
     question_names,
     view_from_dnslib,
 )
+from nodes.dns.dnssec import ZoneSigner
 from nodes.dns.wire import MAX_MESSAGE_SIZE
 
 _XFR_QTYPES = (b"\x00\xfb", b"\x00\xfc")  # IXFR, AXFR as they follow a question name
@@ -85,10 +89,22 @@ def transfer_query(wire: bytes) -> QueryView | None:
     return view
 
 
-def zone_transfer(q: QueryView, wire: bytes, state: ZoneState) -> tuple[str, Reply | list[Rec]]:
-    """The answer to a transfer of ``state``'s zone: a single reply (IXFR from a client at
-    the current serial, or a malformed IXFR) or the records to send (SOA ... SOA)."""
+def transfer_records(state: ZoneState, signer: ZoneSigner | None = None) -> list[Rec]:
+    """What a transfer of ``state``'s zone sends between its SOAs (SOA first): its records
+    and walk records, signed with ``signer`` when given (kept by the signer until the
+    zone's state changes)."""
     records = [*state.contents(), *walk_records(state.data)]
+    if signer is None:
+        return records
+    return signed_records(records, state.name, signer, state.negative_soa.ttl, state)
+
+
+def zone_transfer(q: QueryView, wire: bytes, state: ZoneState, signer: ZoneSigner | None = None
+                  ) -> tuple[str, Reply | list[Rec]]:
+    """The answer to a transfer of ``state``'s zone: a single reply (IXFR from a client at
+    the current serial, or a malformed IXFR) or the records to send (SOA ... SOA), signed
+    by ``signer`` when the server signs."""
+    records = transfer_records(state, signer)
     soa = records[0]
     if q.qtype == IXFR:
         serial = _ixfr_serial(wire)

@@ -11,13 +11,15 @@ per service and protocol, ``*._svc._proto.<zone>``, of a private-use type with e
 so that a static copy (NSD, Knot, BIND, a secondary filled by AXFR) holds every name a
 walk touches that ToolDNS answers as existing (``_tcp.<zone>``, ``_mcp._tcp.<zone>``, the
 partly unfolded intent names below it, RFC 9156): NODATA there, as ToolDNS answers, never
-the NXDOMAIN that, cached as RFC 8020 allows, would deny every intent name below.
+the NXDOMAIN that, cached as RFC 8020 allows, would deny every intent name below. The
+servers answer TYPE65280 at those names themselves, so a copy and its primary agree.
 
 Not exportable, and said so in the header: the intent answers (a cursor name such as
 ``_mcp._tcp._tools.`` with the EDNS0 intent option, answered by the top K of a semantic
 ranking per query) and the children's summary TXT records sent with K = 0 referrals. The
-file is unsigned: ToolDNS signs replies online (``nodes.dns.dnssec``, no NSEC chain), which no
-static file can reproduce; a server that needs DNSSEC signs the file itself.
+file is unsigned unless ``signed``: then its records are what a signed server transfers
+(``AuthoritativeServer.transfer_records``: DNSKEY, DS at delegations, an NSEC chain and
+RRSIGs; :mod:`nodes.authoritative.signed`), written in presentation form.
 
 Before anything is written every name is checked (labels of 1–63 bytes, names of at most
 255 bytes in wire form, ASCII, no ``*`` label), as are addresses, ports and TXT sizes: a
@@ -38,6 +40,10 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
+
 from nodes.authoritative.zonestate import zone_records
 from nodes.dns.codec import AAAA, NS, SOA, SRV, TXT, A, Rec, name_wire
 from nodes.dns.wire import MAX_MESSAGE_SIZE, PROTOCOLS, SERVICES
@@ -47,6 +53,8 @@ from nodes.dns.zone import ZoneData
 #: resolver asks for (BIND keeps its signing state in 65534)
 WALK_TYPE = 65280
 TYPE_NAMES = {A: "A", AAAA: "AAAA", NS: "NS", SOA: "SOA", TXT: "TXT", SRV: "SRV"}
+#: DNSSEC types, written as dnspython presents them
+DNSSEC_TYPES = {43: "DS", 46: "RRSIG", 47: "NSEC", 48: "DNSKEY"}
 _PRINTABLE_SAFE = frozenset(range(0x20, 0x7F)) - {ord('"'), ord("\\")}
 # written as they are in a name; other printable bytes get a backslash, the rest \DDD
 _NAME_PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
@@ -199,6 +207,11 @@ def rdata_text(rec: Rec) -> str:
         return f"{priority} {weight} {port} {names[0]}"
     if rec.rtype == TXT:
         return txt_text(_split_character_strings(fixed[0]))
+    if rec.rtype in DNSSEC_TYPES and not names:
+        data = b"".join(p for p in fixed)
+        rd = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.RdataType.make(rec.rtype),
+                                 data, 0, len(data))
+        return rd.to_text()
     if rec.rtype == WALK_TYPE and not names:  # RFC 3597 §5 generic form
         data = b"".join(p for p in fixed)
         return f"\\# {len(data)} {data.hex()}".rstrip()
@@ -207,7 +220,7 @@ def rdata_text(rec: Rec) -> str:
 
 def record_line(rec: Rec, origin: str) -> str:
     """One record as a master-file line: owner, TTL, class, type, RDATA."""
-    kind = TYPE_NAMES.get(rec.rtype, f"TYPE{rec.rtype}")
+    kind = TYPE_NAMES.get(rec.rtype) or DNSSEC_TYPES.get(rec.rtype, f"TYPE{rec.rtype}")
     return f"{_owner_text(rec.owner, origin)}\t{rec.ttl}\tIN\t{kind}\t{rdata_text(rec)}"
 
 
@@ -275,7 +288,7 @@ def oversized(records: list[Rec]) -> list[Oversized]:
 
 
 def header(zone: ZoneData, records: int, source: str = "",
-           warnings: Sequence[Oversized] = ()) -> list[str]:
+           warnings: Sequence[Oversized] = (), signed: bool = False) -> list[str]:
     """The comment opening a zone file: what it holds and what it cannot hold."""
     origin = _absolute(zone.name)
     primary = zone.servers[0] if zone.servers else None
@@ -294,9 +307,14 @@ def header(zone: ZoneData, records: int, source: str = "",
         "_mcp._tcp._<zone> with the EDNS0 intent option, answered with the top K of a",
         "semantic ranking per query) and the children's summary TXT sent with K = 0",
         "referrals; a plain server loaded with this file answers standard questions only.",
-        "Unsigned: ToolDNS signs online (nodes/dns/dnssec.py, per reply, no NSEC chain), which a",
-        "static file cannot reproduce; sign it with the loading server's own DNSSEC",
-        "support if needed.",
+    ]
+    lines += [
+        "Signed as ToolDNS serves it: its DNSKEY (the keys `tooldns serve --dnssec` uses for",
+        "the same seed), DS records of the delegated children, an NSEC chain and RRSIGs;",
+        "the parent's file holds this zone's DS. Load it as it is (pre-signed).",
+    ] if signed else [
+        "Unsigned: `tooldns export-zones --sign` writes the zone with the DNSKEY, DS, NSEC",
+        "and RRSIG records ToolDNS serves signed (nodes/dns/dnssec.py).",
     ]
     for warning in warnings:
         lines += ["", *textwrap.wrap(f"WARNING: {warning}.", 84, break_on_hyphens=False)]
@@ -304,20 +322,22 @@ def header(zone: ZoneData, records: int, source: str = "",
 
 
 def master_file(zone: ZoneData, source: str = "", records: list[Rec] | None = None,
-                warnings: Sequence[Oversized] | None = None) -> str:
+                warnings: Sequence[Oversized] | None = None, signed: bool = False) -> str:
     """``zone`` as an RFC 1035 master file (checked first: :class:`ZoneFileError`).
 
     ``records`` are the zone's records when already at hand (a server's
     ``zone_records``); by default they are built from ``zone`` as a server would.
-    ``warnings`` for the header: by default :func:`oversized` of the records.
+    ``warnings`` for the header: by default :func:`oversized` of the records. ``signed``:
+    ``records`` are a signed server's ``transfer_records`` (walk records and DNSSEC
+    included), written as they are.
     """
     check_zone(zone)
     recs = zone_records(zone) if records is None else records
     origin = _absolute(zone.name).lower()
     soa = recs[0]
-    walk = walk_records(zone)
+    walk = [] if signed else walk_records(zone)
     lines = header(zone, len(recs) + len(walk), source,
-                   oversized(recs) if warnings is None else warnings)
+                   oversized(recs) if warnings is None else warnings, signed)
     lines += [f"$ORIGIN {name_text(origin)}", f"$TTL {soa.ttl}", ""]
     lines += [record_line(rec, origin) for rec in (*recs, *walk)]
     return "\n".join(lines) + "\n"

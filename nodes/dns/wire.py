@@ -44,8 +44,10 @@ DEFAULT_OPTION_CODE = 65432
 SCORES_OPTION_CODE = 65433
 #: The embedding option (see the module docstring).
 EMBEDDING_OPTION_CODE = 65434
-INTENT_VERSION = 0
+INTENT_VERSION = 0  # version · length · K · text
+INTENT_VERSION_BEAM = 1  # version · length · K · beam · text: the client asks for a beam
 _HEADER = struct.Struct("!BHB")  # version (8) · payload length (16) · K (8)
+_HEADER_BEAM = struct.Struct("!BHBB")  # ... · beam (8)
 
 #: Services (SRV ``_service`` labels) the namespace knows; ``_tcp`` is the usual protocol.
 SERVICES = ("mcp", "a2a", "rest", "skill")
@@ -69,16 +71,27 @@ class IntentError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Intent:
-    """The ToolDNS EDNS0 payload: natural-language intent plus K (0 = return everything)."""
+    """The ToolDNS EDNS0 payload: natural-language intent plus K (0 = return everything)
+    and, in version 1, the beam the client asks its resolver to walk with (1-255; None:
+    the resolver's own, version 0). Servers read either version and ignore the beam."""
 
     text: str
     k: int = 1
     version: int = INTENT_VERSION
+    beam: int | None = None
 
     # written out, as nodes.resolver.types' are: a dataclass's own __init__ runs interpreted
-    def __init__(self, text: str, k: int = 1, version: int = INTENT_VERSION) -> None:
+    def __init__(self, text: str, k: int = 1, version: int = INTENT_VERSION,
+                 beam: int | None = None) -> None:
         if not 0 <= k <= 255:
             raise IntentError(f"K must fit in 8 bits, got {k}")
+        if beam is not None:
+            if not 1 <= beam <= 255:
+                raise IntentError(f"beam must be 1 to 255, got {beam}")
+            if version == INTENT_VERSION:  # a beam needs version 1
+                version = INTENT_VERSION_BEAM
+        elif version == INTENT_VERSION_BEAM:
+            raise IntentError("version 1 carries a beam")
         if not 0 <= version <= 255:
             raise IntentError(f"version must fit in 8 bits, got {version}")
         if len(text.encode("utf-8")) > 65531:
@@ -86,14 +99,17 @@ class Intent:
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "k", k)
         object.__setattr__(self, "version", version)
+        object.__setattr__(self, "beam", beam)
 
-    def __reduce__(self) -> tuple[type[Intent], tuple[str, int, int]]:
+    def __reduce__(self) -> tuple[type[Intent], tuple[str, int, int, int | None]]:
         # by its fields: compiled by mypyc, a frozen dataclass is not restored field by field
-        return (Intent, (self.text, self.k, self.version))
+        return (Intent, (self.text, self.k, self.version, self.beam))
 
     def encode(self) -> bytes:
-        """Option data: version · length · K · UTF-8 payload."""
+        """Option data: version · length · K (· beam, version 1) · UTF-8 payload."""
         payload = self.text.encode("utf-8")
+        if self.beam is not None:
+            return _HEADER_BEAM.pack(self.version, len(payload), self.k, self.beam) + payload
         return _HEADER.pack(self.version, len(payload), self.k) + payload
 
     @classmethod
@@ -102,16 +118,25 @@ class Intent:
         if len(data) < _HEADER.size:
             raise IntentError(f"option data too short ({len(data)} bytes)")
         version, length, k = _HEADER.unpack_from(data)
-        if version != INTENT_VERSION:
+        beam = None
+        head = _HEADER.size
+        if version == INTENT_VERSION_BEAM:
+            if len(data) < _HEADER_BEAM.size:
+                raise IntentError(f"option data too short ({len(data)} bytes)")
+            beam = data[_HEADER.size]
+            if beam == 0:
+                raise IntentError("beam 0 (the beam is 1 to 255)")
+            head = _HEADER_BEAM.size
+        elif version != INTENT_VERSION:
             raise IntentError(f"unsupported intent version {version}")
-        payload = data[_HEADER.size :]
+        payload = data[head:]
         if len(payload) != length:
             raise IntentError(f"length field says {length} bytes, payload has {len(payload)}")
         try:
             text = payload.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise IntentError(f"payload is not UTF-8: {exc}") from None
-        return cls(text=text, k=k, version=version)
+        return cls(text=text, k=k, version=version, beam=beam)
 
 
 def encode_scores(scores: Sequence[float]) -> bytes:

@@ -58,6 +58,13 @@ class TokenStore:
     def __len__(self) -> int:
         return len(self._tokens)
 
+    def instance(self) -> TokenStore:
+        """A store holding these tokens, issuing on from the same count."""
+        new = TokenStore(self._secret, max_tokens=self.max_tokens)
+        new._tokens = dict(self._tokens)
+        new._issued = self._issued
+        return new
+
     def add(self, token: str, principal: str) -> None:
         if not TOKEN.match(token):
             raise ValueError("a token is 'agent_' followed by 43 characters [A-Za-z0-9_-]")
@@ -124,6 +131,12 @@ class AgentDNSRegistry(Routes):
         self.catalogue = Catalogue(scorer, list(tools))
         self.max_limit = max_limit
         self.tokens = tokens if tokens is not None else TokenStore()
+
+    def instance(self) -> AgentDNSRegistry:
+        new = super().instance()
+        assert isinstance(new, AgentDNSRegistry)
+        new.tokens = self.tokens.instance()  # tokens issued in a run stay in it
+        return new
 
     def apply_change(self, add: Sequence[RegistryTool] = (), remove: Iterable[str] = ()
                      ) -> None:

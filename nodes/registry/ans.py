@@ -56,6 +56,12 @@ class ANSRegistry(Routes):
         self.revoked: set[str] = set()
         self._by_name = {t.ans_name: t for t in tools}
 
+    def instance(self) -> ANSRegistry:
+        new = super().instance()
+        assert isinstance(new, ANSRegistry)
+        new._by_name = dict(self._by_name)  # registrations in a run stay in it
+        return new
+
     def apply_change(self, add: Sequence[RegistryTool] = (), remove: Iterable[str] = ()
                      ) -> None:
         """A publisher's update, effective for the next request (sim.build.churn)."""

@@ -9,6 +9,7 @@ from the architecture, not the retriever.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -61,6 +62,11 @@ class Catalogue:
     _index: ScoreIndex | None = None
     _by_service: dict[str, np.ndarray] = field(default_factory=dict)
 
+    def instance(self) -> Catalogue:
+        """This catalogue for one run: its own list of tools, the index shared until a
+        change (it is rebuilt then, not changed in place)."""
+        return Catalogue(self.scorer, list(self.tools), self._index, self._by_service)
+
     def add(self, tool: RegistryTool) -> None:
         self.tools.append(tool)
         self._index = None
@@ -103,6 +109,17 @@ class Routes:
 
     def __init__(self) -> None:
         self.stats: Counter[str] = Counter()
+
+    def instance(self) -> Routes:
+        """This application for one run, leaving this one as it is: counters at zero and
+        its own catalogue (a change applied in the run, e.g. by churn, changes the instance
+        only); what a subclass changes as it answers is copied by its override."""
+        new = copy.copy(self)
+        new.stats = Counter()
+        catalogue = getattr(self, "catalogue", None)
+        if isinstance(catalogue, Catalogue):
+            new.catalogue = catalogue.instance()  # type: ignore[attr-defined]
+        return new
 
     def searches(self) -> int:
         """Search requests answered so far (an engine compares it before and after a

@@ -180,6 +180,11 @@ class RegistryAgent:
         self._ocsp: dict[str, float] = {}  # serial -> good until
         self.ignored = 0
 
+    def instance(self) -> RegistryAgent:
+        """An agent as this one was built (no connection, no cache), for one run."""
+        return RegistryAgent(self.registry, self.host, self.config, self.scorer, self.ca,
+                             self.name)
+
     # -- engine interface ---------------------------------------------------------
 
     def ask(self, tag: object, request: Discovery, now: float) -> RegistryResult:

@@ -5,10 +5,16 @@
   as the TCP connection), it calls the application for each complete request and returns
   the response bytes. It enforces :class:`Limits`: header bytes (431, h11's
   ``max_incomplete_event_size``), body bytes (413, from ``Content-Length`` before the body
-  is read, or while reading a chunked body), a per-request deadline from the request's
-  first byte (408; slowloris) and an idle keep-alive deadline (quiet close). A peer's
-  protocol error gets a 400; any exception of the application gets a 500 and the
-  connection stays usable. Every rejection is counted in ``counts``.
+  is read, or while reading a chunked body), chunks in a body (413: each costs the parser
+  an event), a per-request deadline from the request's first byte (408; slowloris) and an
+  idle keep-alive deadline (quiet close). A request framed both by ``Content-Length`` and
+  ``Transfer-Encoding`` gets a 400 and the connection is closed (RFC 9112 §6.3: what
+  follows it could be a smuggled request). Pipelined requests are answered at most
+  ``max_pipelined`` per call; the rest wait (unparsed, :attr:`ServerConnection.backlog`)
+  for :meth:`ServerConnection.resume`, so an engine can answer one per turn and read no
+  more while any wait. A peer's protocol error gets a 400; any exception of the
+  application gets a 500 and the connection stays usable. Every rejection is counted in
+  ``counts``.
 * :class:`ClientConnection` — one client side: ``request(...)`` gives the bytes to write,
   ``receive(data)`` returns the :class:`Response` once it is complete; keep-alive cycles.
 
@@ -119,12 +125,16 @@ class Limits:
 
     max_header: int = 16 * 1024  # request line + headers (h11 max_incomplete_event_size)
     max_body: int = 64 * 1024  # request body bytes (Content-Length or chunked total)
+    max_chunks: int = 256  # chunks in one chunked body (1-byte chunks: an event per byte)
+    max_pipelined: int = 16  # requests one receive (or resume) answers; the rest wait
     request_timeout: float = 10.0  # a whole request, from its first byte (or the accept)
     idle_timeout: float = 75.0  # keep-alive: quiet between requests (nginx's default)
 
     def __post_init__(self) -> None:
         if self.max_header < 1 or self.max_body < 0:
             raise ValueError("max_header must be >= 1 and max_body >= 0")
+        if self.max_chunks < 1 or self.max_pipelined < 1:
+            raise ValueError("max_chunks and max_pipelined must be >= 1")
         if not (self.request_timeout > 0 and self.idle_timeout > 0):
             raise ValueError("timeouts must be > 0")
 
@@ -136,8 +146,9 @@ class ServerConnection:
     is closed when ``request_timeout`` has passed. Counters (in ``counts``, created only
     when something happens): ``malformed`` (400 from the parser, 505), ``headers_too_large``
     (431), ``body_too_large`` (413), ``request_timeout`` (408), ``idle_timeout`` (quiet
-    close), ``aborted`` (EOF in the middle of a request), ``handler_error`` (500). The
-    owner may take them (and clear ``counts``) at any time.
+    close), ``aborted`` (EOF in the middle of a request), ``handler_error`` (500),
+    ``ambiguous_framing`` (400: Content-Length and Transfer-Encoding), ``too_many_chunks``
+    (413). The owner may take them (and clear ``counts``) at any time.
     """
 
     def __init__(self, app: App, limits: Limits | None = None, now: float = 0.0) -> None:
@@ -150,6 +161,8 @@ class ServerConnection:
         self.closed = False
         self._request: h11.Request | None = None  # the request being read, across reads
         self._body = bytearray()
+        self._chunks = 0  # chunks of the body being read
+        self._stopped = False  # answered as many as one call may, with more received
         self._idle = False  # between requests with nothing received (else a request runs)
         self._deadline: float | None = now + self.limits.request_timeout
 
@@ -171,8 +184,15 @@ class ServerConnection:
         self.counts["request_timeout"] += 1
         return error_bytes(408, "request not received in time")
 
-    def receive(self, data: bytes, now: float) -> bytes:
-        """Bytes received (``b""`` = EOF) → bytes to write back (maybe empty)."""
+    @property
+    def backlog(self) -> int:
+        """Bytes received and not yet parsed, after a call answered as many requests as it
+        may: :meth:`resume` answers the next (0: nothing waits for it)."""
+        return len(self.conn.trailing_data[0]) if self._stopped and not self.closed else 0
+
+    def receive(self, data: bytes, now: float, most: int | None = None) -> bytes:
+        """Bytes received (``b""`` = EOF) → bytes to write back (maybe empty): the answers
+        to at most ``most`` requests (default ``limits.max_pipelined``)."""
         if self.closed:
             return b""
         if not data and (self._request is not None or self.conn.trailing_data[0]):
@@ -183,8 +203,32 @@ class ServerConnection:
             self._idle = False
             self._deadline = now + self.limits.request_timeout
         self.conn.receive_data(data)
+        return self._process(now, most)
+
+    def resume(self, now: float, most: int | None = None) -> bytes:
+        """Answer the next pipelined requests already received (see :attr:`backlog`)."""
+        if self.closed or not self._stopped:
+            return b""
+        return self._process(now, most)
+
+    def overflow(self) -> bytes:
+        """Give the connection up: its peer has too many pipelined requests waiting (503,
+        counted as ``pipeline_overflow``)."""
+        self.counts["pipeline_overflow"] += 1
+        self.closed = True
+        self._request = None
+        return error_bytes(503, "too many pipelined requests", [("Retry-After", "1")])
+
+    def _process(self, now: float, most: int | None) -> bytes:
+        """Parse what was received; answer at most ``most`` requests."""
+        most = most or self.limits.max_pipelined
+        self._stopped = False
+        answered = 0
         out = bytearray()
         while not self.closed:
+            if answered >= most:
+                self._stopped = bool(self.conn.trailing_data[0])
+                break
             try:
                 event = self.conn.next_event()
             except h11.RemoteProtocolError as exc:
@@ -198,11 +242,15 @@ class ServerConnection:
             if isinstance(event, h11.ConnectionClosed):
                 self.closed = True
             elif isinstance(event, h11.Request):
-                self._request, self._body = event, bytearray()
+                self._request, self._body, self._chunks = event, bytearray(), 0
                 length = next((v for k, v in event.headers if k == b"content-length"), None)
                 if event.http_version not in (b"1.0", b"1.1"):
                     self.counts["malformed"] += 1
                     out += self._fail(505, "HTTP/1.0 and HTTP/1.1 only")
+                elif length is not None and any(k == b"transfer-encoding"
+                                                for k, _ in event.headers):
+                    self.counts["ambiguous_framing"] += 1  # RFC 9112 §6.3: maybe smuggling
+                    out += self._fail(400, "both Content-Length and Transfer-Encoding")
                 elif _head_size(event) > self.limits.max_header:
                     # h11 enforces the limit only on a head still incomplete; a head that
                     # arrived whole in one read is measured here
@@ -212,13 +260,18 @@ class ServerConnection:
                     self.counts["body_too_large"] += 1  # refused before reading the body
                     out += self._fail(413, f"body over {self.limits.max_body} bytes")
             elif isinstance(event, h11.Data):
-                if len(self._body) + len(event.data) > self.limits.max_body:
+                self._chunks += event.chunk_start
+                if self._chunks > self.limits.max_chunks:
+                    self.counts["too_many_chunks"] += 1
+                    out += self._fail(413, f"body in over {self.limits.max_chunks} chunks")
+                elif len(self._body) + len(event.data) > self.limits.max_body:
                     self.counts["body_too_large"] += 1  # chunked: counted while reading
                     out += self._fail(413, f"body over {self.limits.max_body} bytes")
                 else:
                     self._body += event.data
             elif isinstance(event, h11.EndOfMessage) and self._request is not None:
                 out += self._respond(now)
+                answered += 1
         if not self.closed and not self._idle and self._deadline is not None \
                 and now >= self._deadline:  # bytes keep coming, the request never ends
             out += self.on_timer(now)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Literal
 
 from nodes.dns.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from nodes.dns.wire import (
@@ -12,19 +12,13 @@ from nodes.dns.wire import (
     EMBEDDING_OPTION_CODE,
     SCORES_OPTION_CODE,
 )
-from nodes.resolver.merge import MERGES, MergePolicy
+from nodes.resolver.merge import MERGES, SEARCHES, MergePolicy
 from nodes.trust import TrustPolicy
 
 # ``aware`` walks cursor names with the intent option; ``strip`` and ``pass-through`` model
 # unmodified resolvers (the client's option removed or forwarded); ``qname`` resolves the
 # intent carried in the name (nodes.dns.wire.intent_qname), following the CNAME chain
 Mode = Literal["aware", "strip", "pass-through", "qname"]
-# how the walk narrows each level: "split" (each branch shares out its width, Algorithm 1),
-# "global" (the best B children over all zones of a level, by the servers' scores) or A2X's
-# progressive search (seed 001): every child A2X's policy selects from the referred
-# children's scores is descended into (nodes.resolver.merge.select)
-Search = Literal["split", "global", "a2x-get_one", "a2x-get_important", "a2x-get_all"]
-SEARCHES: tuple[str, ...] = get_args(Search)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +27,7 @@ class ResolverConfig:
 
     mode: Mode = "aware"
     beam: int = 1  # explore up to B of the top-K branches at each level (split, global)
-    search: Search = "split"  # how each level is narrowed (see Search)
+    search: str = "split"  # how each level is narrowed: a key of merge.SEARCHES
     # how the leaves' lists are combined: a key of nodes.resolver.merge.MERGES
     merge: str = "auto"
     timeout: float = 0.5  # seconds per attempt before trying the next replica
@@ -52,6 +46,9 @@ class ResolverConfig:
     # stub queries being resolved at once; more are dropped and counted (as Unbound's
     # num-queries-per-thread), so a flood of distinct intents cannot grow state unbounded
     max_clients: int = 10_000
+    # the widest beam a stub may ask for (intent option version 1); wider asks walk this
+    # wide and are counted (a client's beam multiplies the resolver's upstream queries)
+    max_client_beam: int = 16
     srtt_alpha: float = 0.3
     selection: Literal["srtt", "random"] = "srtt"  # replica order: smoothed RTT or random
     srtt_decay: float = 1.0  # SRTT of replicas not chosen is multiplied by this (BIND-style

@@ -68,6 +68,7 @@ from nodes.resolver.types import (
     Transport,
     rcode_text,
 )
+from nodes.rng import copy_rng
 from nodes.scoring import BM25Scorer, Embedder, Scorer
 
 ClientQuery = tuple[DNSRecord | QueryView, Address, Transport]  # the query, from, over
@@ -189,6 +190,14 @@ class RecursiveResolver:
         self._out: list[Outgoing] = []
         self._results: list[DiscoveryResult] = []
         self._active_clients = 0
+
+    def instance(self) -> RecursiveResolver:
+        """A resolver as this one was built (same root hints, configuration, scorer and
+        name; a generator in its state), for one run: this one is left as it is."""
+        new = RecursiveResolver([a for a, _ in self.root_hints], copy_rng(self.rng),
+                                self.config, scorer=self.scorer, name=self.name)
+        new.id_source = self.id_source
+        return new
 
     # ------------------------------------------------------------------ public API
 
@@ -327,7 +336,8 @@ class RecursiveResolver:
             qid = message_id(ids)
         intent = ask.intent  # the key holds its fields (hashed and compared in C)
         key = ((ask.qname, ask.qtype) if intent is None
-               else (ask.qname, ask.qtype, intent.text, intent.k, intent.version))
+               else (ask.qname, ask.qtype, intent.text, intent.k, intent.version,
+                     intent.beam or 0))
         body = self._bodies.get(key)
         if body is None:
             body = self._query(0, ask)[2:]
@@ -505,8 +515,12 @@ class RecursiveResolver:
         gen: Rounds[object]
         if (self.config.mode == "aware" and intent is not None and tq is not None and tq.cursor
                 and qtype == TYPE_SRV):
+            beam = intent.beam  # the client's beam (intent option version 1), bounded
+            if beam is not None and beam > self.config.max_client_beam:
+                self.stats["client_beam_capped"] += 1
+                beam = self.config.max_client_beam
             request = Discovery(intent=intent.text, service=tq.service, proto=tq.proto,
-                                k=intent.k, start=tq.zone)
+                                k=intent.k, start=tq.zone, beam=beam)
             result = DiscoveryResult(request=request, started=now, client=(src, qid))
             gen = walk.discover(self._ctx, request, result)
         else:

@@ -1,17 +1,18 @@
 """The beam and merge policy, one implementation for the resolver and the retrieval
-evaluator (sim.retrieval.hierarchy): narrowing a level to the beam, the global beam's best
-B, A2X's child selection, and the merge of the reached leaves' lists (round-robin in walk
-order, or by score), and the table of merge policies a resolver names
-(:data:`MERGES`, ``ResolverConfig.merge``). Generic over the items merged: endpoints, or tool
-IDs."""
+evaluator (sim.retrieval.hierarchy): how a walk narrows each level (:class:`Descent`: the
+beam shared out per branch, the global beam's best B, A2X's child selection), the merge of
+the reached leaves' lists (round-robin in walk order, or by score), and the table of merge
+policies a resolver names (:data:`MERGES`, ``ResolverConfig.merge``). Generic over the
+items walked and merged: zones and endpoints, or tool IDs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 T = TypeVar("T")
 
@@ -28,6 +29,59 @@ def best(pool: Sequence[tuple[T, float]], width: int) -> list[T]:
     the order they were learnt in."""
     chosen = sorted(range(len(pool)), key=lambda i: (-pool[i][1], i))[:width]
     return [pool[i][0] for i in chosen]
+
+
+#: How a walk may narrow each level (``ResolverConfig.search``, ``schemes[].search``): name
+#: -> meaning. :class:`Descent` carries each out; a new one is an entry here and its branch
+#: in :meth:`Descent.step` (and :meth:`Descent.end`).
+SEARCHES: dict[str, str] = {
+    "split": "each branch shares out its width over its best children (Algorithm 1)",
+    "global": "the best B children of each level over all its zones, by the servers' scores",
+    "a2x-get_one": "A2X (seed 001): descend into the best-scored child",
+    "a2x-get_important": "A2X: every child of min-max normalised score >= 0.7, at most 3",
+    "a2x-get_all": "A2X: every child of min-max normalised score >= 0.4",
+}
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Descent:
+    """How a walk narrows each level, the one implementation the resolver's walk
+    (:class:`nodes.resolver.walk._Walk`) and the evaluator's in-process walk
+    (``sim.retrieval.hierarchy``) call: ``search`` (``ResolverConfig.search``) ``split``
+    shares each branch's width out over the best children a zone refers (Algorithm 1,
+    :func:`narrow`); ``global`` pools the children of a whole level with their scores and
+    keeps the best ``width`` (:func:`best`, at :meth:`end`); ``a2x-POLICY`` descends into
+    every child A2X's policy selects from each zone's scored children (:func:`select`)."""
+
+    def __init__(self, search: str, width: int) -> None:
+        if search not in SEARCHES:
+            raise ValueError(f"search: unknown {search!r} (one of {', '.join(SEARCHES)})")
+        self.search = search
+        self.width = max(1, width)
+        self.pooled = search == "global"
+        self.policy = search[4:] if search.startswith("a2x-") else None
+        self.scored = self.pooled or self.policy is not None  # children come with scores
+
+    def step(self, children: Sequence[T] | Sequence[tuple[T, float]], width: int,
+             pool: list[tuple[T, float]]) -> list[tuple[T, int]]:
+        """The branches to walk next from one zone's referred children, best first (``(child,
+        score)`` pairs when :attr:`scored`), ``width`` the zone's share of the beam; a
+        global search adds them to the level's ``pool`` instead (:meth:`end` chooses)."""
+        if self.scored:  # (child, score) pairs
+            scored = cast(Sequence[tuple[T, float]], children)
+            if self.pooled:
+                pool.extend(scored)
+                return []
+            if not scored:
+                return []
+            scores = np.array([s for _, s in scored], dtype=np.float64)
+            return [(scored[i][0], 1) for i in select(scores, self.policy or "get_one")]
+        return narrow(cast(Sequence[T], children), width)  # split: the children
+
+    def end(self, pool: Sequence[tuple[T, float]]) -> list[tuple[T, int]]:
+        """The branches a level adds once all its zones are done: a global search's best
+        ``width`` of the pool (ties keep the order they were learnt in), else none."""
+        return [(c, 1) for c in best(pool, self.width)] if self.pooled else []
 
 
 def wire_score(score: float) -> float:

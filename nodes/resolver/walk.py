@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
-import numpy as np
 from dnslib import DNSRecord
 from mypy_extensions import mypyc_attr
 
@@ -27,7 +26,7 @@ from nodes.dns.wire import (
 from nodes.resolver.caches import Known
 from nodes.resolver.context import Context
 from nodes.resolver.iterate import iterate
-from nodes.resolver.merge import best, narrow, select
+from nodes.resolver.merge import Descent, narrow
 from nodes.resolver.types import Answer, Ask, Discovery, DiscoveryResult, Endpoint, Reply, Rounds
 from nodes.resolver.validate import fetch_keys, validated
 
@@ -135,10 +134,12 @@ class _Walk:
         self.ctx, self.req, self.result, self.known = ctx, req, result, known
         self.intent = Intent(req.intent, k=req.k)
         self.key = (req.service, req.proto, req.intent, req.k)
-        self.pooled = ctx.config.search == "global"
-        self.policy = ctx.config.a2x_policy  # A2X's child selection, or None
-        self.scored = self.pooled or self.policy is not None  # referrals kept with scores
-        self.width = max(1, req.beam or ctx.config.beam)
+        # how each level narrows (the beam, the global pool, A2X's selection): the one
+        # policy the evaluator's in-process walk runs too
+        self.descent = descent = Descent(ctx.config.search, req.beam or ctx.config.beam)
+        self.pooled = descent.pooled
+        self.scored = descent.scored  # referrals kept with scores
+        self.width = descent.width
         self.results: dict[str, list[Endpoint]] = {}
         self.order: list[str] = []  # leaves in the order reached
 
@@ -176,17 +177,8 @@ class _Walk:
                     self._failed(zone, width, reply, level)
                 else:
                     self._answered(zone, bailiwick, width, reply.msg, level)
-            if self.pooled:  # the best B of the level; ties keep the order they were learnt in
-                level.next += [(z, 1) for z in best(level.pool, self.width)]
+            level.next += self.descent.end(level.pool)  # global: the best B of the level
             branches = level.next
-
-    def _selected(self, scored: list[tuple[str, float]]) -> list[tuple[str, int]]:
-        """A2X: the children its policy selects from the referred children's scores, best
-        first; a reply without scores (all -inf) selects as if all were equal."""
-        if not scored:
-            return []
-        scores = np.array([s for _, s in scored], dtype=np.float64)
-        return [(scored[i][0], 1) for i in select(scores, self.policy or "get_one")]
 
     def _leaf(self, zone: str, endpoints: list[Endpoint]) -> None:
         self.results[zone] = endpoints
@@ -208,12 +200,7 @@ class _Walk:
                 ranked = caches.get(caches.referrals, (zone, *key))
                 if ranked is not None:
                     result.cache["referral_hit"] += 1
-                    if self.pooled:
-                        level.pool.extend(ranked)
-                    elif self.policy is not None:
-                        branches = self._selected(ranked) + branches
-                    else:
-                        branches = narrow(ranked, width) + branches
+                    branches = self.descent.step(ranked, width, level.pool) + branches
                     continue
                 if not self.scored and not caches.is_leaf(zone, req.service):
                     mocked = caches.mock(zone, req.service, self.intent)
@@ -240,12 +227,7 @@ class _Walk:
         stale = caches.get_stale(caches.referrals, (zone, *self.key))
         if stale is not None:
             result.cache["stale_referral"] += 1
-            if self.pooled:
-                level.pool.extend(stale)
-            elif self.policy is not None:
-                level.next.extend(self._selected(stale))
-            else:
-                level.next.extend(narrow(stale, width))
+            level.next.extend(self.descent.step(stale, width, level.pool))
 
     def _answered(self, zone: str, bailiwick: str, width: int, msg: Answer, level: _Level
                   ) -> None:
@@ -273,15 +255,12 @@ class _Walk:
             if self.scored:
                 scored = _scored_children(ctx, under, msg)
                 caches.put(caches.referrals, (zone, *self.key), scored, ttl)
-                if self.pooled:
-                    level.pool.extend(scored)
-                else:
-                    level.next.extend(self._selected(scored))
+                level.next.extend(self.descent.step(scored, width, level.pool))
                 return
             caches.put(caches.referrals, (zone, *self.key), under, ttl)
             if req.k == 0:
                 caches.learn_hints(msg, req.service, zone, ttl)
-            level.next.extend(narrow(under, width))
+            level.next.extend(self.descent.step(under, width, level.pool))
         elif towards:  # a step towards the zone
             level.next.append((zone, width))
         else:

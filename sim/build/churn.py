@@ -38,14 +38,14 @@ import random
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import pandas as pd
 
 from nodes.agent.stub import StubResult
 from nodes.authoritative.server import AuthoritativeServer
-from nodes.dns.zone import ToolRecord, ZoneData
+from nodes.dns.zone import ToolRecord
 from nodes.registry.agentdns import AgentDNSRegistry
 from nodes.registry.ans import ANSRegistry
 from nodes.registry.base import RegistryTool
@@ -53,6 +53,7 @@ from nodes.registry.client import RegistryResult
 from nodes.resolver.types import Endpoint
 from sim.build.registries import RegistrySetup
 from sim.build.workload import Job
+from sim.catalog.registries import REGISTRIES
 from sim.errors import ScenarioError
 from sim.scenario import ChurnEvent, ChurnProbes, ChurnSpec, Scenario
 from sim.schemes import SchemeSpec
@@ -68,35 +69,13 @@ PROBE_LAG = 0.001
 STALE = ("old", "mixed")  # answer states counted as stale (see ChurnSchedule._state)
 
 
-class ServedZones(Protocol):
-    """The servers churn changes: a plan's :class:`sim.build.hierarchy.Hierarchy`, or the
-    part of it one process of a distributed engine serves (:mod:`sim.engines.nodehost`)."""
-
-    @property
-    def servers(self) -> Mapping[str, AuthoritativeServer]: ...
-    @property
-    def zone_of(self) -> Mapping[str, str]: ...
-
-
-class RunView(Protocol):
-    """What churn reads of a run plan (:class:`sim.build.runplan.RunPlan`, which refers to
-    this module: not imported here)."""
-
-    @property
-    def scheme(self) -> str: ...
-    @property
-    def hierarchy(self) -> ServedZones: ...
-    @property
-    def registry(self) -> RegistrySetup | None: ...
-    @property
-    def agent_order(self) -> list[str]: ...
-
-
 class Answers(Protocol):
     """What churn reads of an engine's output (:class:`sim.engines.base.EngineOutput`)."""
 
     @property
     def stubs(self) -> Sequence[tuple[Job, StubResult | RegistryResult]]: ...
+    @property
+    def churn_applied(self) -> Mapping[int, float]: ...
 
 
 @dataclass(frozen=True)
@@ -130,54 +109,50 @@ def _registry_tool(rec: ToolRecord, zone: str) -> RegistryTool:
 
 def _key(kind: str, rec: ToolRecord, zone: str) -> str:
     """The name a scheme's answers carry for a tool: SRV target or registry name."""
-    if kind == "tooldns":
+    if kind not in REGISTRIES:  # a DNS scheme's answers carry SRV targets
         return rec.target
     reg = _registry_tool(rec, zone)
     return reg.agentdns_url if kind == "agentdns" else reg.ans_name
 
 
-@dataclass
+@dataclass(frozen=True)
 class ChurnSchedule:
-    """The changes of a run, the probe jobs, and what each scheme saw (see module doc)."""
+    """The changes of a run and the probe jobs (see module doc); fixed once planned."""
 
     sc: Scenario
-    changes: list[Change]
-    probe_of: dict[int, int]  # probe job index -> change index
-    applied: dict[str, dict[int, float]] = field(default_factory=dict)  # scheme -> times
-    states: dict[tuple[str, int], str] = field(default_factory=dict)  # (scheme, job) ->
-    _originals: dict[tuple[str, str], ZoneData] = field(default_factory=dict)
+    changes: tuple[Change, ...]
+    probe_of: Mapping[int, int]  # probe job index -> change index
 
     # ------------------------------------------------------------------ applying
 
-    def timeline(self, plan: RunView) -> list[tuple[float, Callable[[float], None]]]:
+    def timeline(self, servers: Mapping[str, AuthoritativeServer], zone_of: Mapping[str, str],
+                 registry: RegistrySetup | None, applied: dict[int, float]
+                 ) -> list[tuple[float, Callable[[float], None]]]:
         """(workload time, apply(now)) for every change, in order; engines call ``apply``
-        with their node time when the workload time comes."""
+        with their node time when the workload time comes. The changes go to the run's
+        own nodes (``servers`` with their zones, or the ``registry``, when its replicas are
+        served here); ``applied`` gets each change's node time."""
         def applying(ch: Change) -> Callable[[float], None]:
-            return lambda now: self.apply(plan, ch, now)
+            return lambda now: self.apply(servers, zone_of, registry, ch, now, applied)
 
         return [(ch.at, applying(ch)) for ch in self.changes]
 
-    def apply(self, plan: RunView, ch: Change, now: float) -> None:
-        """Make one change on the plan's servers (a zone reload) or its registry index."""
-        self.applied.setdefault(plan.scheme, {})[ch.index] = now
+    @staticmethod
+    def apply(servers: Mapping[str, AuthoritativeServer], zone_of: Mapping[str, str],
+              registry: RegistrySetup | None, ch: Change, now: float,
+              applied: dict[int, float]) -> None:
+        """Make one change on a run's servers (a zone reload) or its registry index."""
+        applied[ch.index] = now
         remove = [ch.old.tool_id] if ch.old is not None and ch.new is None else []
         add = [ch.new] if ch.new is not None else []
-        if plan.registry is not None:
-            app = plan.registry.server.app
+        if registry is not None:
+            app = registry.server.app
             assert isinstance(app, AgentDNSRegistry | ANSRegistry)  # the registry schemes
             app.apply_change([_registry_tool(t, ch.zone) for t in add], remove)
             return
-        for ip, zone in plan.hierarchy.zone_of.items():
-            if zone == ch.zone:
-                server = plan.hierarchy.servers[ip]
-                self._originals.setdefault((ip, zone), server.zone_data(zone))
-                server.apply_change(zone, add, remove)
-
-    def restore(self, plan: RunView) -> None:
-        """Put the changed zones back (servers are shared by the schemes of a run)."""
-        for (ip, _zone), data in self._originals.items():
-            plan.hierarchy.servers[ip].add_zone(data)
-        self._originals.clear()
+        for ip, zone in zone_of.items():
+            if zone == ch.zone and ip in servers:
+                servers[ip].apply_change(zone, add, remove)
 
     # ------------------------------------------------------------------ measuring
 
@@ -206,18 +181,20 @@ class ChurnSchedule:
         # one part old: e.g. the leaf's new SRV (port) with a cached A (old address)
         return "mixed" if ch.old.address in where or ch.old.port in where else "other"
 
-    def measure(self, engine: str, scheme: SchemeSpec, plan: RunView, output: Answers,
-                stub_walks: Callable[..., list[Any]]) -> list[dict[str, Any]]:
-        """One row per change for this scheme (``churn.csv``); remembers each probe's and
-        each stale workload answer's state for :meth:`annotate`. ``stub_walks(output,
-        agent address, stub)``: the resolver walks behind a ToolDNS answer
-        (``sim.run.records.stub_walks``)."""
+    def measure(self, engine: str, scheme: SchemeSpec, agent_order: Sequence[str],
+                output: Answers, stub_walks: Callable[..., list[Any]],
+                states: dict[tuple[str, int], str]) -> list[dict[str, Any]]:
+        """One row per change for this scheme (``churn.csv``), from what the engine
+        reported (``output``: its answers and when each change was applied); each probe's
+        and each stale workload answer's state goes to ``states`` ((scheme, job) -> state,
+        for :meth:`annotate`). ``stub_walks(output, agent address, stub)``: the resolver
+        walks behind a ToolDNS answer (``sim.run.records.stub_walks``)."""
         kind = scheme.kind
 
         def walks(job: Job, res: object) -> list:
-            return stub_walks(output, plan.agent_order[job.agent], res)
+            return stub_walks(output, agent_order[job.agent], res)
 
-        applied = self.applied.get(scheme.name, {})
+        applied = output.churn_applied
         rows = []
         by_change: dict[int, list] = {ch.index: [] for ch in self.changes}
         workload = []
@@ -237,7 +214,7 @@ class ChurnSchedule:
             for job, res in probes:
                 error = bool(res.error) or not (res.endpoints or ch.action == "remove")
                 state = self._state(kind, ch, res.endpoints, error)
-                self.states[(scheme.name, job.index)] = state
+                states[(scheme.name, job.index)] = state
                 if when is None or res.sent < when:
                     continue
                 after += 1
@@ -254,7 +231,7 @@ class ChurnSchedule:
                     state = self._state(kind, ch, res.endpoints, False)
                     if res.sent >= when and not res.error and state in STALE:
                         stale_work += 1
-                        self.states[(scheme.name, job.index)] = state
+                        states[(scheme.name, job.index)] = state
                         sources[self._source(kind, job, res, walks)] += 1
             rows.append({
                 "scenario": self.sc.name, "engine": engine, "scheme": scheme.name,
@@ -275,7 +252,7 @@ class ChurnSchedule:
     def _source(kind: str, job: Job, res: object, walks: Callable[[Job, object], list[Any]]
                 ) -> str:
         """Which cache served a stale answer (see the module doc)."""
-        if kind != "tooldns":
+        if kind in REGISTRIES:
             return "registry"
         cache: Counter[str] = Counter()
         for w in walks(job, res):
@@ -286,13 +263,14 @@ class ChurnSchedule:
             return "resolver_a"
         return "server"
 
-    def annotate(self, df: pd.DataFrame) -> pd.DataFrame:
+    def annotate(self, df: pd.DataFrame, states: Mapping[tuple[str, int], str]
+                 ) -> pd.DataFrame:
         """``churn_probe`` (the change a probe is about, -1 for the workload) and
         ``churn_state`` (a probe's old/new/mixed/absent/unknown/other/error state; ``old``
         or ``mixed`` for a stale workload answer, else empty) on the records."""
         df = df.copy()
         df["churn_probe"] = [self.probe_of.get(int(j), -1) for j in df["job"]]
-        df["churn_state"] = [self.states.get((s, int(j)), "")
+        df["churn_state"] = [states.get((s, int(j)), "")
                              for s, j in zip(df["scheme"], df["job"], strict=True)]
         return df
 
@@ -355,7 +333,7 @@ def plan_churn(sc: Scenario, ns: Namespace, jobs: Sequence[Job]
         end = max(end, sc.duration)
     changes = _draw_changes(sc.seed, spec, ns, end)
     out, probe_of = _with_probes(jobs, changes, spec.probes)
-    return ChurnSchedule(sc, changes, probe_of), out
+    return ChurnSchedule(sc, tuple(changes), probe_of), out
 
 
 def _check(sc: Scenario, spec: ChurnSpec) -> None:

@@ -31,6 +31,7 @@ import numpy as np
 
 from sim.errors import ScenarioError
 from sim.faultspec import FaultSpec, FaultsSpec
+from sim.limits import fault_problem
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ def select(selector: str, nodes: Nodes) -> set[str]:
 
 
 def build_fault_plan(spec: FaultsSpec, nodes: Nodes, seed: int, horizon: float) -> FaultPlan:
-    """Concrete intervals for every fault; random processes drawn up to ``horizon``."""
+    """Concrete intervals for every fault; random processes drawn up to ``horizon``, each
+    bounded before it is drawn (:func:`sim.limits.fault_problem`, with its real targets)."""
     intervals: list[Interval] = []
     for i, f in enumerate(spec.events):
         try:
@@ -128,6 +130,8 @@ def build_fault_plan(spec: FaultsSpec, nodes: Nodes, seed: int, horizon: float) 
             intervals.append(_interval(i, f, f.at, end, frozenset(targets), peers))
             continue
         assert f.duration is not None  # validated: a rate comes with its mean duration
+        if problem := fault_problem(i, f, horizon, len(targets), spec.horizon is not None):
+            raise ScenarioError(problem)
         rng = np.random.default_rng([seed, 7, i])
         for address in sorted(targets):  # each target fails on its own
             t = f.at
@@ -147,22 +151,82 @@ def _interval(i: int, f: FaultSpec, start: float, end: float, targets: frozenset
 
 
 class FaultPlan:
-    """The run's fault timeline; engines ask it about every packet and connection."""
+    """The run's fault timeline, fixed once built; each run of a plan asks its own
+    :class:`FaultState` (:meth:`begin`) about every packet and connection."""
 
     def __init__(self, intervals: list[Interval], seed: int) -> None:
         self.intervals = sorted(intervals, key=lambda iv: (iv.start, iv.index))
-        self.origin = float("inf")  # until start(): no fault is active (e.g. K = 0 warming)
-        self.rng = np.random.default_rng([seed, 8])  # loss draws of lossy faults
-        self.drops: Counter[str] = Counter()
-        self.first_rx: dict[tuple[int, str], float] = {}  # (interval, address) -> time
-        self._by_node: dict[str, list[Interval]] = {}
-        self._links: list[Interval] = []
+        self.seed = seed
+        self.by_node: dict[str, list[Interval]] = {}
+        self.links: list[Interval] = []
         for iv in self.intervals:
             if iv.kind in ("delay", "partition"):
-                self._links.append(iv)
+                self.links.append(iv)
             else:
                 for a in iv.targets:
-                    self._by_node.setdefault(a, []).append(iv)
+                    self.by_node.setdefault(a, []).append(iv)
+
+    def begin(self, seen: FaultsSeen | None = None) -> FaultState:
+        """One run's view of the timeline: a new one (no fault active until
+        :meth:`FaultState.start`), or the one a run reported (``seen``: its origin, drops
+        and recoveries, for the report)."""
+        return FaultState(self, seen)
+
+    def windows(self) -> list[tuple[float, float]]:
+        """Merged intervals (workload time) during which any fault is active."""
+        merged: list[list[float]] = []
+        for iv in sorted(self.intervals, key=lambda iv: iv.start):
+            if merged and iv.start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], iv.end)
+            else:
+                merged.append([iv.start, iv.end])
+        return [(a, b) for a, b in merged]
+
+    def down_events(self, addresses: set[str] | None = None) -> list[tuple[float, float]]:
+        """(start, end) of every ``down`` interval (on ``addresses`` if given)."""
+        return sorted({(iv.start, iv.end) for iv in self.intervals if iv.kind == "down"
+                       and (addresses is None or iv.targets & addresses)})
+
+
+@dataclass
+class FaultsSeen:
+    """What the faults did in one run (an engine's output carries it): node time of
+    workload time 0 (``inf``: the workload never started), packets dropped by cause, and
+    the first packet each restarted node received ((interval, address) -> workload time)."""
+
+    origin: float = float("inf")
+    drops: Counter[str] = field(default_factory=Counter)
+    first_rx: dict[tuple[int, str], float] = field(default_factory=dict)
+
+    def absorb(self, other: FaultsSeen) -> None:
+        """Fold in another process's (or shard's) view: drops add up, the first packet is
+        the earliest, the origin is the latest one a process started from (processes of
+        one run start together; shards each when their resolvers are warm)."""
+        if other.origin != float("inf"):
+            self.origin = other.origin if self.origin == float("inf") else max(
+                self.origin, other.origin)
+        self.drops.update(other.drops)
+        first = self.first_rx
+        for key, t in other.first_rx.items():
+            first[key] = min(t, first.get(key, t))
+
+
+class FaultState:
+    """One run's faults: the plan's timeline from its origin, the loss draws of lossy
+    faults, what was dropped and when restarted nodes were first reached again."""
+
+    def __init__(self, plan: FaultPlan, seen: FaultsSeen | None = None) -> None:
+        self.plan = plan
+        self.intervals = plan.intervals
+        self._by_node, self._links = plan.by_node, plan.links
+        seen = seen or FaultsSeen()
+        self.origin = seen.origin  # until start(): no fault is active (e.g. K = 0 warming)
+        self.rng = np.random.default_rng([plan.seed, 8])  # loss draws of lossy faults
+        self.drops: Counter[str] = Counter(seen.drops)
+        self.first_rx: dict[tuple[int, str], float] = dict(seen.first_rx)
+
+    def seen(self) -> FaultsSeen:
+        return FaultsSeen(self.origin, Counter(self.drops), dict(self.first_rx))
 
     def start(self, t0: float) -> None:
         """Workload time 0 is node time ``t0``."""
@@ -181,6 +245,9 @@ class FaultPlan:
     def active_at(self, t: float) -> bool:
         """Is any fault active at node time ``t``?"""
         return bool(self._active(self.intervals, t))
+
+    def down_events(self, addresses: set[str] | None = None) -> list[tuple[float, float]]:
+        return self.plan.down_events(addresses)
 
     def fate(self, src: str, dst: str, t: float, delay: float | None,
              crashes: bool = True) -> float | None:
@@ -236,21 +303,6 @@ class FaultPlan:
                             "first_packet_after_s": None if back is None else
                             round(back - iv.end, 6)})
         return out
-
-    def windows(self) -> list[tuple[float, float]]:
-        """Merged intervals (workload time) during which any fault is active."""
-        merged: list[list[float]] = []
-        for iv in sorted(self.intervals, key=lambda iv: iv.start):
-            if merged and iv.start <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], iv.end)
-            else:
-                merged.append([iv.start, iv.end])
-        return [(a, b) for a, b in merged]
-
-    def down_events(self, addresses: set[str] | None = None) -> list[tuple[float, float]]:
-        """(start, end) of every ``down`` interval (on ``addresses`` if given)."""
-        return sorted({(iv.start, iv.end) for iv in self.intervals if iv.kind == "down"
-                       and (addresses is None or iv.targets & addresses)})
 
 
 def _applies(peers: frozenset[str] | None, other: str) -> bool:

@@ -54,6 +54,9 @@ class Hierarchy:
     option_code: int = DEFAULT_OPTION_CODE
     given_scorer: Scorer | None = None  # a scorer object passed in (shared with the servers)
     encoder: CachedEncoder | None = None  # dense: the shared model and tool-text cache
+    # the record sets the servers publish (sim.catalog.strategies.RECORD_SETS): what the
+    # schemes' client strategies may rely on
+    publishes: frozenset[str] = frozenset({"tooldns"})
 
     @property
     def shareable(self) -> bool:

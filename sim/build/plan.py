@@ -3,32 +3,57 @@ requests), and the scenario's authoritative servers."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from analysis.files import atomic_write
+from nodes.agent.session import DnsAgent
 from nodes.agent.stub import StubAgent
+from nodes.dns.dnssec import trust_anchor
 from nodes.dns.zone import Ttls
 from nodes.registry.client import RegistryAgent, RegistryConfig, registry_kind
 from nodes.resolver.config import ResolverConfig
-from sim.accounting import TcpModel
-from sim.build.faults import Nodes, build_fault_plan, registry_address
+from sim.accounting import TcpModel, TlsSizes
+from sim.build.faults import FaultPlan, Nodes, build_fault_plan, registry_address
 from sim.build.hierarchy import Hierarchy, build_hierarchy, dot_setup
 from sim.build.namespace import namespace_encoder, start_zone
 from sim.build.network import Network, build_network
-from sim.build.registries import REGISTRY_HOST, build_registry, tls_sizes
-from sim.build.runplan import Requests, RunPlan
+from sim.build.registries import REGISTRY_HOST, RegistrySetup, build_registry, tls_sizes
+from sim.build.runplan import CaptureRequest, Requests, RunPlan
 from sim.build.sessions import session_agents, session_applies
 from sim.build.trust import sign_hierarchy, trust_policy
 from sim.build.workload import Job
+from sim.catalog.strategies import STRATEGIES, Mode
+from sim.errors import ScenarioError
 from sim.scenario import Scenario
 from sim.schemes import DnsScheme, RegistryScheme, SchemeSpec, resolver_config
 from topologies.encoders import save_encoder_cache
 from topologies.namespace import Namespace
 
+if TYPE_CHECKING:
+    from sim.build.churn import ChurnSchedule
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What the run decides beside the scenario, given to :func:`make_plan` so that the
+    plan is complete once built: processing times measured for this scheme (``calibrated``:
+    kind -> seconds, the plan's ``<kind>_time``), the tool changes of the run, a packet
+    capture asked of the engine itself, and a calibration pre-run (``measure``: node
+    work timed, no faults)."""
+
+    calibrated: Mapping[str, float] = field(default_factory=dict)
+    churn: ChurnSchedule | None = None
+    capture: CaptureRequest | None = None
+    measure: bool = False
+
 
 def scenario_hierarchy(sc: Scenario, ns: Namespace) -> Hierarchy:
-    """The scenario's authoritative servers, freshly built."""
+    """The scenario's authoritative servers, freshly built (and signed with
+    ``namespace.dnssec``: every scheme of the run walks the same signed zones)."""
     ttls = Ttls(ns=sc.caches.ns_ttl, srv=sc.caches.srv_ttl, a=sc.caches.a_ttl,
                 negative=sc.caches.negative_ttl)
     hierarchy = build_hierarchy(ns, replicas=sc.namespace.replicas, scorer=sc.namespace.scorer,
@@ -42,6 +67,8 @@ def scenario_hierarchy(sc: Scenario, ns: Namespace) -> Hierarchy:
                                 allow_transfer=sc.namespace.allow_transfer)
     if (encoder := namespace_encoder(sc)) is not None:
         save_encoder_cache(encoder, atomic_write)  # the tools' embeddings, for the next run
+    if sc.namespace.dnssec:
+        sign_hierarchy(hierarchy, sc.seed)
     return hierarchy
 
 
@@ -57,108 +84,136 @@ def _config(sc: Scenario, scheme: SchemeSpec, ns: Namespace, anchor: str,
                            dns_port)
 
 
-def _plan(sc: Scenario, scheme: SchemeSpec, hierarchy: Hierarchy, network: Network,
-          jobs: Sequence[Job], dns_port: int) -> RunPlan:
-    """The plan's frame: who is where, the jobs and the nodes' processing times."""
-    processing = sc.network.processing
-    return RunPlan(
-        scenario_name=sc.name, scheme=scheme.name, seed=sc.seed, hierarchy=hierarchy,
-        resolvers={}, agents={}, agent_order=list(network.agents), role_of=network.role_of,
-        path=network.path, jobs=jobs, requests={},
-        server_time=processing.server, server_semantic_time=processing.server_semantic,
-        resolver_time=processing.resolver, resolver_stub_time=processing.resolver_stub,
-        agent_time=processing.agent, registry_time=processing.registry,
-        dns_port=dns_port, closed_loop=sc.workload.arrival.process == "closed",
-    )
+def _processing(sc: Scenario, calibrated: Mapping[str, float]) -> dict[str, float | None]:
+    """The nodes' processing times (seconds; the plan's ``*_time`` fields): the scenario's
+    fixed values, with what calibration measured for this scheme in their place."""
+    p = sc.network.processing
+    times: dict[str, float | None] = {
+        "server_time": p.server, "server_semantic_time": p.server_semantic,
+        "resolver_time": p.resolver, "resolver_stub_time": p.resolver_stub,
+        "agent_time": p.agent, "registry_time": p.registry}
+    for kind, value in calibrated.items():
+        if f"{kind}_time" not in times:
+            raise ValueError(f"calibrated processing: unknown node kind {kind!r}")
+        times[f"{kind}_time"] = value
+    return times
 
 
 def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: Sequence[Job],
-              dns_port: int = 53, hierarchy: Hierarchy | None = None
-              ) -> tuple[RunPlan, Network]:
-    """One scheme's plan. ``hierarchy``: servers built earlier in this run, reused (and
-    reset) when they can be shared (:attr:`Hierarchy.shareable`); else built here."""
-    if hierarchy is not None and hierarchy.shareable:
-        hierarchy.reset()
-    else:
+              dns_port: int = 53, hierarchy: Hierarchy | None = None,
+              options: PlanOptions | None = None) -> tuple[RunPlan, Network]:
+    """One scheme's plan, complete and frozen. ``hierarchy``: servers built earlier in this
+    run, shared when they can be (:attr:`Hierarchy.shareable`; runs use instances of them,
+    so sharing changes nothing); else built here."""
+    options = options or PlanOptions()
+    if hierarchy is None or not hierarchy.shareable:
         hierarchy = scenario_hierarchy(sc, ns)
     network = build_network(sc, hierarchy)
-    anchor = sign_hierarchy(hierarchy, sc.seed) if sc.namespace.dnssec else ""
+    anchor = trust_anchor(str(sc.seed)) if sc.namespace.dnssec else ""
     config = _config(sc, scheme, ns, anchor, dns_port)
-    plan = _plan(sc, scheme, hierarchy, network, jobs, dns_port)
     dns = scheme if isinstance(scheme, DnsScheme) else None
+    dot = None
     if dns is not None and dns.upstream == "tls":
-        plan.dot = dot_setup(sc.seed, idle=dns.upstream_idle,
-                             max_connections=dns.upstream_connections)
-    for i, ip in enumerate(network.resolvers):
-        plan.resolvers[ip] = hierarchy.resolver(config=replace(config), name=ip,
-                                                rng=plan.make_rng(f"resolver{i}"))
-    for i, ip in enumerate(network.agents):
-        resolver = (network.resolvers[network.agent_resolver[i]], dns_port)
-        plan.agents[ip] = StubAgent(resolver, plan.make_rng(f"agent{i}"), name=ip,
-                                    option_code=hierarchy.option_code,
-                                    timeout=sc.agents.timeout, attempts=sc.agents.attempts,
-                                    style="qname" if config.mode == "qname" else "option",
-                                    aaaa=sc.namespace.aaaa)
+        dot = dot_setup(sc.seed, idle=dns.upstream_idle,
+                        max_connections=dns.upstream_connections)
+    seed, name = sc.seed, scheme.name
+
+    def rng(salt: str) -> random.Random:  # RunPlan.make_rng, before the plan exists
+        return random.Random(f"{seed}-{name}-{salt}")
+
+    resolvers = {ip: hierarchy.resolver(config=replace(config), name=ip,
+                                        rng=rng(f"resolver{i}"))
+                 for i, ip in enumerate(network.resolvers)}
+    agents: dict[str, DnsAgent | RegistryAgent]
+    if dns is not None and (missing := set(STRATEGIES[dns.kind].publishes)
+                            - hierarchy.publishes):
+        raise ScenarioError(f"schemes.{dns.name}.kind: {dns.kind} needs the namespace to "
+                            f"publish {', '.join(sorted(missing))}, which it does not")
+    mode = STRATEGIES[dns.kind].modes[dns.mode] if dns is not None else Mode("aware")
+    make_agent = mode.load_agent()  # the strategy's agent, asking as its mode says
+    stubs: dict[str, StubAgent] = {
+        ip: make_agent((network.resolvers[network.agent_resolver[i]], dns_port),
+                       rng(f"agent{i}"), name=ip, option_code=hierarchy.option_code,
+                       timeout=sc.agents.timeout, attempts=sc.agents.attempts,
+                       aaaa=sc.namespace.aaaa, **mode.agent_options)
+        for i, ip in enumerate(network.agents)}
+    registry: RegistrySetup | None = None
+    tcp = tls = None
+    if isinstance(scheme, RegistryScheme):
+        registry, tcp, tls, http = registry_agents(sc, scheme, ns, hierarchy, network)
+        agents = dict(http)
+    elif session_applies(sc, scheme):
+        agents = dict(session_agents(sc, ns, stubs, hierarchy, network))
+    else:
+        agents = dict(stubs)
     trust = dns.trust if dns is not None and dns.trust else sc.trust
     start = start_zone(sc.model_copy(update={"trust": trust}), ns)
-    if isinstance(scheme, RegistryScheme):
-        registry_agents(sc, scheme, ns, plan, network)
-    elif session_applies(sc, scheme):
-        session_agents(sc, ns, plan, network)
-    attach_faults(sc, scheme, plan)
-    beam = dns.beam if dns is not None else 1
-    plan.requests = Requests(jobs, k=scheme.k, start=start, beam=beam)
-    if dns is not None and dns.warm:
-        plan.warm_services = tuple(sorted({j.query.service for j in jobs}))
+    replicas = scheme.replicas if isinstance(scheme, RegistryScheme) else 1
+    faults = None if options.measure else fault_plan(sc, hierarchy, resolvers, network,
+                                                     jobs)
+    plan = RunPlan(
+        scenario_name=sc.name, scheme=scheme.name, seed=sc.seed, hierarchy=hierarchy,
+        resolvers=resolvers, agents=agents, agent_order=list(network.agents),
+        role_of=network.role_of, path=network.path, jobs=jobs,
+        requests=Requests(jobs, k=scheme.k, start=start),
+        warm_services=(tuple(sorted({j.query.service for j in jobs}))
+                       if dns is not None and dns.warm else ()),
+        closed_loop=sc.workload.arrival.process == "closed",
+        **_processing(sc, options.calibrated),  # type: ignore[arg-type]
+        measure=options.measure, dns_port=dns_port,
+        engine_options=MappingProxyType({"ray": sc.engine_options.ray,
+                                         "mininet": sc.engine_options.mininet}),
+        registry=registry, tcp=tcp, tls=tls, dot=dot, faults=faults,
+        registry_replicas=replicas, churn=options.churn, capture=options.capture)
     return plan, network
 
 
-def registry_agents(sc: Scenario, scheme: RegistryScheme, ns: Namespace, plan: RunPlan,
-                    network: Network) -> None:
-    """Replace the DNS stub agents by HTTP agents of one registry (same addresses)."""
-    setup = build_registry(scheme.kind, ns, plan.hierarchy.scorer(), sc.seed,
-                           ttl=sc.caches.srv_ttl)
-    plan.registry, plan.tcp = setup, TcpModel(sc.network.mtu)
-    if scheme.tls:
-        plan.tls = tls_sizes(setup.identity.cert_pem, setup.identity.key_pem, setup.ca.cert_pem)
+def registry_agents(sc: Scenario, scheme: RegistryScheme, ns: Namespace, hierarchy: Hierarchy,
+                    network: Network
+                    ) -> tuple[RegistrySetup, TcpModel, TlsSizes | None, dict[str, RegistryAgent]]:
+    """One registry for ``scheme`` and the HTTP agents that ask it (at the DNS agents'
+    addresses), with the TCP model and (HTTPS) TLS sizes its accounting needs."""
+    setup = build_registry(scheme.kind, ns, hierarchy.scorer(), sc.seed, ttl=sc.caches.srv_ttl)
+    tls = (tls_sizes(setup.identity.cert_pem, setup.identity.key_pem, setup.ca.cert_pem)
+           if scheme.tls else None)
     config = RegistryConfig(kind=registry_kind(scheme.kind), keepalive=scheme.keepalive,
                             tls=scheme.tls,
                             timeout=max(scheme.timeout * scheme.max_attempts, 1.0),
                             resolve=scheme.resolve, resolve_top=scheme.resolve_top,
                             verify=scheme.verify, revocation=scheme.revocation,
                             cache_ttl=sc.caches.srv_ttl, token=setup.token)
-    plan.agents = {ip: RegistryAgent((setup.address, setup.port), REGISTRY_HOST,
-                                     config, scorer=plan.hierarchy.scorer(), ca=setup.ca.cert,
-                                     name=ip)
-                   for ip in network.agents}
+    agents = {ip: RegistryAgent((setup.address, setup.port), REGISTRY_HOST, config,
+                                scorer=hierarchy.scorer(), ca=setup.ca.cert, name=ip)
+              for ip in network.agents}
+    return setup, TcpModel(sc.network.mtu), tls, agents
 
 
-def run_nodes(plan: RunPlan, registries: int) -> Nodes:
-    """Selectable nodes of a plan (``registries``: replicas the scenario's schemes use)."""
+def run_nodes(hierarchy: Hierarchy, resolvers: Sequence[str], agents: Sequence[str],
+              registries: int) -> Nodes:
+    """Selectable nodes of a run (``registries``: replicas the scenario's schemes use)."""
     zone_servers: dict[str, list[str]] = {}
     roles: dict[str, str] = {}
     orgs: dict[str, str | None] = {}
-    for m in plan.hierarchy.manifest:
+    for m in hierarchy.manifest:
         zone_servers.setdefault(m["zone"], []).append(m["address"])
         roles[m["address"]] = m["role"]
         orgs[m["address"]] = m["org"]
     return Nodes(zone_servers, roles, orgs, [registry_address(i) for i in range(registries)],
-                 list(plan.resolvers), list(plan.agent_order))
+                 list(resolvers), list(agents))
 
 
-def attach_faults(sc: Scenario, scheme: SchemeSpec, plan: RunPlan) -> None:
-    """Give ``plan`` its registry replica count and (if the scenario has faults) its
-    :class:`sim.build.faults.FaultPlan`; ScenarioError when a selector names nothing."""
-    regs = [s.replicas for s in sc.registry_schemes()]
-    if isinstance(scheme, RegistryScheme):
-        plan.registry_replicas = scheme.replicas
+def fault_plan(sc: Scenario, hierarchy: Hierarchy, resolvers: Mapping[str, object],
+               network: Network, jobs: Sequence[Job]) -> FaultPlan | None:
+    """The scenario's :class:`sim.build.faults.FaultPlan` for this run (None without
+    faults); ScenarioError when a selector names nothing."""
     spec = sc.faults
     if spec is None:
-        return
+        return None
+    regs = [s.replicas for s in sc.registry_schemes()]
     if spec.horizon is not None:
         horizon = spec.horizon
     else:
-        times = [j.at for j in plan.jobs if j.at is not None]
+        times = [j.at for j in jobs if j.at is not None]
         horizon = (max(times) if times else sc.duration or 600.0) + 60.0
-    plan.faults = build_fault_plan(spec, run_nodes(plan, max(regs, default=0)), sc.seed,
-                                   horizon)
+    return build_fault_plan(spec, run_nodes(hierarchy, list(resolvers), network.agents,
+                                            max(regs, default=0)), sc.seed, horizon)

@@ -1,7 +1,8 @@
 """Instantiate the HTTP registry baselines for a run, and their TLS set-up.
 
-* :data:`REGISTRIES` names every registry kind (what ``schemes[].kind`` may say beside
-  ``tooldns``) and the builder of its application; :func:`build_registry` instantiates one.
+* :data:`sim.catalog.registries.REGISTRIES` names every registry kind (what
+  ``schemes[].kind`` may say beside the DNS strategies) and the builder of its application
+  (here: :func:`agentdns_app`, :func:`ans_app`); :func:`build_registry` instantiates one.
 * :func:`registry_tools` lists a namespace's tools as the registries publish them
   (:func:`registry_ids` maps what the registries return back to tool ids).
 * :class:`RegistrySetup` holds one run's PKI (CA, registry certificate; deterministic per
@@ -13,8 +14,7 @@
   overhead with those very contexts, in memory (``ssl.MemoryBIO``), so the simulation's
   TCP/TLS accounting comes from real encoded messages too.
 
-The scenario models read :data:`REGISTRIES` for their choices, so this module stays light:
-the registry applications, their tools and the namespace (which load the scorers) are
+The registry applications, their tools and the namespace (which load the scorers) are
 imported where they are used.
 """
 
@@ -35,6 +35,7 @@ from nodes.registry.http import App, Limits
 from nodes.registry.pki import Identity, issue, make_ca
 from nodes.registry.server import RegistryServer
 from sim.accounting import TlsSizes
+from sim.catalog.registries import REGISTRIES
 
 if TYPE_CHECKING:
     from nodes.registry.base import RegistryTool
@@ -88,7 +89,8 @@ class RegistryInputs:
 RegistryBuilder = Callable[[RegistryInputs], tuple[App, str]]
 
 
-def _agentdns(given: RegistryInputs) -> tuple[App, str]:
+def agentdns_app(given: RegistryInputs) -> tuple[App, str]:
+    """The AgentDNS registry and the token it issued the run's agents."""
     from nodes.registry.agentdns import AgentDNSRegistry, TokenStore
 
     secret = given.secret
@@ -99,7 +101,8 @@ def _agentdns(given: RegistryInputs) -> tuple[App, str]:
     return AgentDNSRegistry(given.tools, given.scorer, tokens=store), token
 
 
-def _ans(given: RegistryInputs) -> tuple[App, str]:
+def ans_app(given: RegistryInputs) -> tuple[App, str]:
+    """The ANS registry (no token: agents verify its signed answers)."""
     from nodes.registry.ans import ANSRegistry
     from topologies.namespace import TLD
 
@@ -107,10 +110,6 @@ def _ans(given: RegistryInputs) -> tuple[App, str]:
                  for z, n in given.ns.zones.items()}
     return ANSRegistry(given.tools, given.scorer, given.identity, given.ca, summaries,
                        ttl=given.ttl), ""
-
-
-#: Every registry kind by name (``schemes[].kind``), in the order the docs list them.
-REGISTRIES: dict[str, RegistryBuilder] = {"agentdns": _agentdns, "ans": _ans}
 
 
 @dataclass
@@ -141,16 +140,17 @@ def build_registry(kind: str, ns: Namespace, scorer: Scorer, seed: int,
                    ttl: int = 300, tokens: Mapping[str, str] | None = None,
                    secret: bytes | None = None, limits: Limits | None = None,
                    max_connections: int = 1024) -> RegistrySetup:
-    """One registry of ``kind`` (a key of :data:`REGISTRIES`) for a run. AgentDNS
-    ``tokens`` (token → ``org:NAME`` / ``agent:NAME``) are the operator's configured ones;
-    ``secret`` keys the tokens the registry issues (None: derived from the seed like the
-    run's PKI, so a simulated run is reproducible; give ``secrets.token_bytes(32)`` to a
-    registry serving anyone else). The run's own agents get one issued token
-    (``RegistrySetup.token``, the length the simulation has always sent). ``limits`` and
-    ``max_connections`` bound each registry connection."""
-    builder = REGISTRIES.get(kind)
-    if builder is None:
+    """One registry of ``kind`` (a key of :data:`sim.catalog.registries.REGISTRIES`) for a
+    run. AgentDNS ``tokens`` (token → ``org:NAME`` / ``agent:NAME``) are the operator's
+    configured ones; ``secret`` keys the tokens the registry issues (None: derived from the
+    seed like the run's PKI, so a simulated run is reproducible; give
+    ``secrets.token_bytes(32)`` to a registry serving anyone else). The run's own agents
+    get one issued token (``RegistrySetup.token``, the length the simulation has always
+    sent). ``limits`` and ``max_connections`` bound each registry connection."""
+    entry = REGISTRIES.get(kind)
+    if entry is None:
         raise ValueError(f"unknown registry kind {kind!r}")
+    builder: RegistryBuilder = entry.load()
     ca = make_ca(seed)
     identity = issue(ca, seed, REGISTRY_HOST, (address,))
     app, token = builder(RegistryInputs(ns, registry_tools(ns), scorer, seed, ca, identity, ttl,

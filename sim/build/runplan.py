@@ -1,15 +1,20 @@
 """What every engine receives: :class:`RunPlan`, one scheme of one scenario, fully built.
 
-A plan is one scheme of one scenario, fully instantiated: the server nodes, the resolver
-and agent nodes with their addresses, the network path model and the jobs. Engines only
-move bytes and fire timers; they never decide anything about DNS.
+A plan is one scheme of one scenario, decided and frozen once built: the server nodes, the
+resolver and agent nodes with their addresses, the network path model, the jobs, the
+processing times, faults, churn and what the engines are asked to do (capture, options).
+Its nodes are built but never run: an engine runs the plan's :meth:`RunPlan.instantiate`
+(fresh instances of them, sharing what building them cost: zones, indexes, scorers) and
+reports everything it observed in its :class:`sim.engines.base.EngineOutput`, so a plan
+runs the same way every time and reads the same after a run. Engines only move bytes and
+fire timers; they never decide anything about DNS.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nodes.agent.session import DnsAgent
@@ -24,8 +29,9 @@ from sim.build.workload import Job
 from topologies.paths import PathModel
 
 if TYPE_CHECKING:  # both import this module
+    from nodes.authoritative.server import AuthoritativeServer
     from sim.build.churn import ChurnSchedule
-    from sim.build.faults import FaultPlan
+    from sim.build.faults import FaultPlan, FaultState
 
 AGENT_PORT = 40000
 
@@ -61,9 +67,11 @@ class StubSink(Protocol):
 class Requests(Mapping[int, Discovery]):
     """Job index -> the request its agent asks, for jobs whose index is their position in
     ``jobs``: one :class:`Discovery` per distinct query text and service, made on first
-    use and shared by every job asking it (a run holds the jobs, not a request per job)."""
+    use and shared by every job asking it (a run holds the jobs, not a request per job).
+    ``beam``: the width the agents ask for (None: the resolver's own, the scheme's)."""
 
-    def __init__(self, jobs: Sequence[Job], k: int, start: str, beam: int | None) -> None:
+    def __init__(self, jobs: Sequence[Job], k: int, start: str, beam: int | None = None
+                 ) -> None:
         self.jobs, self.k, self.start, self.beam = jobs, k, start, beam
         self._made: dict[tuple[str, str], Discovery] = {}
 
@@ -86,6 +94,38 @@ class Requests(Mapping[int, Discovery]):
 
 
 @dataclass
+class RunNodes:
+    """One run of a plan: fresh instances of its nodes (all of them, or one process's
+    share), its fault timeline's state and when its tool changes were applied. What an
+    engine observed of them goes into its output (``EngineOutput.observe``)."""
+
+    servers: dict[str, AuthoritativeServer]
+    resolvers: dict[str, RecursiveResolver]
+    agents: dict[str, DnsAgent | RegistryAgent]
+    registry: RegistrySetup | None = None  # the registry (its server an instance)
+    faults: FaultState | None = None
+    churn_applied: dict[int, float] = field(default_factory=dict)  # change -> node time
+
+    def dns_agents(self) -> dict[str, DnsAgent]:
+        """``agents`` of a DNS scheme (an engine checks them once, at its start)."""
+        out: dict[str, DnsAgent] = {}
+        for ip, agent in self.agents.items():
+            if isinstance(agent, RegistryAgent):
+                raise TypeError(f"{ip}: a registry agent in a DNS scheme")
+            out[ip] = agent
+        return out
+
+    def registry_agents(self) -> dict[str, RegistryAgent]:
+        """``agents`` of a registry scheme (an engine checks them once, at its start)."""
+        out: dict[str, RegistryAgent] = {}
+        for ip, agent in self.agents.items():
+            if not isinstance(agent, RegistryAgent):
+                raise TypeError(f"{ip}: a DNS agent in a registry scheme")
+            out[ip] = agent
+        return out
+
+
+@dataclass(frozen=True)
 class RunPlan:
     scenario_name: str
     scheme: str
@@ -106,9 +146,9 @@ class RunPlan:
     resolver_stub_time: float | None = None  # an agent's query at the resolver (None: as above)
     agent_time: float = 0.0
     registry_time: float = 0.0  # modelled search before each registry search answer (seconds)
-    measure: dict[str, list[float]] | None = None  # simpy only: measured cost per node kind
+    measure: bool = False  # simpy only: time each node's work (output.measured; calibration)
     dns_port: int = 53
-    engine_options: dict | None = None  # engine-specific settings (scenario engine_options)
+    engine_options: Mapping[str, Any] | None = None  # engine-specific settings by engine name
     registry: RegistrySetup | None = None  # HTTP-registry schemes
     tcp: TcpModel | None = None  # registry schemes
     tls: TlsSizes | None = None  # when the registry scheme uses TLS
@@ -118,27 +158,30 @@ class RunPlan:
     shard: int | None = None  # this plan is shard N of a run (own link-delay stream)
     churn: ChurnSchedule | None = None  # tools change at workload times
     capture: CaptureRequest | None = None  # packet capture asked of the engine itself
-    # told of each discovery as it finishes (the runner's record writer; engines hand it
-    # to their EngineOutput)
-    on_stub: StubSink | None = None
 
     def make_rng(self, salt: str) -> random.Random:
         return random.Random(f"{self.seed}-{self.scheme}-{salt}")
 
-    def dns_agents(self) -> dict[str, DnsAgent]:
-        """``agents`` of a DNS scheme (an engine checks them once, at its start)."""
-        out: dict[str, DnsAgent] = {}
-        for ip, agent in self.agents.items():
-            if isinstance(agent, RegistryAgent):
-                raise TypeError(f"{ip}: a registry agent in DNS scheme {self.scheme}")
-            out[ip] = agent
-        return out
+    def instantiate(self, addresses: Collection[str] | None = None) -> RunNodes:
+        """A run of this plan: fresh instances of its nodes (of ``addresses`` only, when
+        given: one process's share), its faults' state and an empty record of tool
+        changes. The plan's own nodes are left as built."""
+        def mine(ip: str) -> bool:
+            return addresses is None or ip in addresses
 
-    def registry_agents(self) -> dict[str, RegistryAgent]:
-        """``agents`` of a registry scheme (an engine checks them once, at its start)."""
-        out: dict[str, RegistryAgent] = {}
-        for ip, agent in self.agents.items():
-            if not isinstance(agent, RegistryAgent):
-                raise TypeError(f"{ip}: a DNS agent in registry scheme {self.scheme}")
-            out[ip] = agent
-        return out
+        registry = self.registry
+        if registry is not None:
+            registry = replace(registry, server=registry.server.instance())
+        return RunNodes(
+            servers={ip: s.instance() for ip, s in self.hierarchy.servers.items() if mine(ip)},
+            resolvers={ip: r.instance() for ip, r in self.resolvers.items() if mine(ip)},
+            agents={ip: a.instance() for ip, a in self.agents.items() if mine(ip)},
+            registry=registry,
+            faults=self.faults.begin() if self.faults is not None else None)
+
+    def with_shard(self, shard: int, resolvers: dict[str, RecursiveResolver],
+                   agents: dict[str, DnsAgent | RegistryAgent], jobs: Sequence[Job]) -> RunPlan:
+        """This plan restricted to one shard's resolvers, agents and jobs (own link-delay
+        stream)."""
+        return replace(self, resolvers=resolvers, agents=agents, jobs=jobs,
+                       requests={j.index: self.requests[j.index] for j in jobs}, shard=shard)

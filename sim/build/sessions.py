@@ -4,7 +4,7 @@ the DNS stub agents of a plan (with the marketplace fallback's registry)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from nodes.agent.context import Scopes, ToolInfo, tool_tokens
 from nodes.agent.fallback import RegistryFallback
@@ -13,9 +13,9 @@ from nodes.agent.stub import StubAgent
 from nodes.registry.client import RegistryAgent, RegistryConfig, RegistryResult
 from nodes.resolver.types import Endpoint
 from sim.accounting import TcpModel, http_cost
+from sim.build.hierarchy import Hierarchy
 from sim.build.network import Network
 from sim.build.registries import REGISTRY_HOST, build_registry, registry_ids
-from sim.build.runplan import RunPlan
 from sim.errors import ScenarioError, did_you_mean
 from sim.scenario import Scenario
 from sim.schemes import DnsScheme, SchemeSpec
@@ -100,13 +100,13 @@ def check_session_tools(sc: Scenario, ns: Namespace) -> None:
                             f" outside the RBAC scopes (always-include tools must be granted)")
 
 
-def _registry_fallback(sc: Scenario, ns: Namespace, plan: RunPlan, network: Network
+def _registry_fallback(sc: Scenario, ns: Namespace, hierarchy: Hierarchy, network: Network
                        ) -> Callable[[str], RegistryFallback] | None:
     """Per agent address, the marketplace fallback (an AgentDNS registry of the run)."""
     spec = sc.agents.session
     if spec is None or spec.fallback != "registry":
         return None
-    setup = build_registry("agentdns", ns, plan.hierarchy.scorer(), sc.seed,
+    setup = build_registry("agentdns", ns, hierarchy.scorer(), sc.seed,
                            ttl=sc.caches.srv_ttl)
     by_url = registry_ids(ns)
     tcp = TcpModel(sc.network.mtu)
@@ -130,8 +130,9 @@ def _registry_fallback(sc: Scenario, ns: Namespace, plan: RunPlan, network: Netw
     return fallback
 
 
-def session_agents(sc: Scenario, ns: Namespace, plan: RunPlan, network: Network) -> None:
-    """Put a session (nodes.agent.session) in front of every DNS stub agent: one per agent."""
+def session_agents(sc: Scenario, ns: Namespace, agents: Mapping[str, StubAgent],
+                   hierarchy: Hierarchy, network: Network) -> dict[str, SessionAgent]:
+    """A session (nodes.agent.session) in front of every DNS stub agent: one per agent."""
     spec = sc.agents.session
     assert spec is not None
     config = SessionConfig(capacity=spec.capacity, ttl=spec.ttl, min_tools=spec.min_tools,
@@ -142,9 +143,7 @@ def session_agents(sc: Scenario, ns: Namespace, plan: RunPlan, network: Network)
                            scopes=session_scopes(sc))
     always = [session_tool(ns, t) for t in spec.always_include]
     tool_of = session_tool_of(ns)
-    fallback = _registry_fallback(sc, ns, plan, network)
-    for ip, stub in list(plan.agents.items()):
-        assert isinstance(stub, StubAgent)  # a DNS scheme's plan, before its sessions
-        fb = fallback(ip) if fallback is not None else None
-        plan.agents[ip] = SessionAgent(stub, Session(config, always),
-                                       tool_of, fb)
+    fallback = _registry_fallback(sc, ns, hierarchy, network)
+    return {ip: SessionAgent(stub, Session(config, always), tool_of,
+                             fallback(ip) if fallback is not None else None)
+            for ip, stub in agents.items()}

@@ -62,19 +62,31 @@ def _width(stream: Any) -> int | None:
 consoles = _Consoles()
 
 
+def _printable(text: str, keep: str = "") -> str:
+    """:func:`sim.spec.printable`: control characters escaped (a path's ESC or newline is
+    shown, never acted on by the terminal)."""
+    from sim.spec import printable
+
+    return printable(text, keep)
+
+
 def progress(message: str) -> None:
     """A progress line on stderr (hidden by ``-q``)."""
     if not consoles.quiet:
-        consoles.err.print(message, style="dim", markup=False, highlight=False)
+        consoles.err.print(_printable(message, "\n"), style="dim", markup=False,
+                           highlight=False)
 
 
 def say(message: str) -> None:
     """A plain line of results on stdout (no markup, never wrapped)."""
-    consoles.out.print(message, markup=False, highlight=False, soft_wrap=True)
+    consoles.out.print(_printable(message, "\n\t"), markup=False, highlight=False,
+                       soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    consoles.err.print(f"warning: {message}", style="yellow", markup=False, highlight=False,
+    """``warning: message`` on stderr (``message`` without a prefix of its own)."""
+    text = _printable(message, "\n")
+    consoles.err.print(f"warning: {text}", style="yellow", markup=False, highlight=False,
                        soft_wrap=True)
 
 
@@ -102,14 +114,32 @@ def warning_lines() -> Iterator[None]:
 
 
 def stderr(message: str) -> None:
-    """One line to stderr (no wrapping, no markup): errors and interruptions."""
-    print(" ".join(message.split()), file=sys.stderr, flush=True)
+    """One line to stderr (no wrapping, no markup, control characters escaped): errors and
+    interruptions."""
+    print(_printable(" ".join(message.split())), file=sys.stderr, flush=True)
 
 
 def error(command: str, message: str) -> None:
     """One problem per line on stderr, each prefixed like argparse does."""
     for line in str(message).splitlines() or [""]:
         stderr(f"tooldns {command}: error: {line}")
+
+
+def check_out(out: str | Path | None) -> None:
+    """Refuse (ScenarioError) an ``--out`` folder with control characters, before any work."""
+    from sim.errors import ScenarioError
+    from sim.spec import path_problem
+
+    if out is not None and (problem := path_problem(str(out))):
+        raise ScenarioError(f"--out: {problem}")
+
+
+def port_number(text: str) -> int:
+    """The argparse type of ports: 1..65535."""
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1..65535, got {value}")
+    return value
 
 
 def positive_int(text: str) -> int:
@@ -194,6 +224,29 @@ def namespace(args: argparse.Namespace) -> Namespace:
                      seed=args.seed, n_orgs=args.orgs, vocabulary=args.vocabulary)
 
 
+def add_dnssec_args(p: argparse.ArgumentParser, flag: str, text: str) -> None:
+    """``flag`` (``--dnssec`` of serve, ``--sign`` of export-zones; ``args.sign``) and
+    ``--key-seed``: the zones' keys (:func:`nodes.dns.dnssec.zone_key`)."""
+    p.add_argument(flag, dest="sign", action="store_true", help=text)
+    p.add_argument("--key-seed", metavar="TEXT",
+                   help=f"with {flag}: the zone keys derive from this text and each zone's "
+                   "name (default: --seed, so serve and export-zones with the same options "
+                   "have the same keys); anyone who knows it can sign for the zones: pick a "
+                   "secret one beyond a testbed")
+
+
+def dnssec_problem(args: argparse.Namespace, flag: str) -> str | None:
+    """What is wrong with the options of :func:`add_dnssec_args`."""
+    if args.key_seed is not None and not args.sign:
+        return f"--key-seed needs {flag}"
+    return None
+
+
+def key_seed(args: argparse.Namespace) -> str:
+    """The text the zone keys derive from: ``--key-seed``, else ``--seed``."""
+    return args.key_seed if args.key_seed is not None else str(args.seed)
+
+
 # ------------------------------------------------------------------------ scenario files
 
 
@@ -219,7 +272,8 @@ def add_scenario_args(p: argparse.ArgumentParser) -> None:
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
-    """The scenario file with ``--seed`` and ``--set`` applied and validated again, then
+    """The scenario file with ``--seed``, ``--set`` and ``--engine`` applied and validated
+    again (the one place a command's engine meets the file's), then
     checked as ``validate`` checks a file (:func:`sim.limits.check_scenario`: before any
     work); its warnings (suspicious units) printed. Raises ScenarioError naming file and
     field."""
@@ -242,6 +296,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
             raise ScenarioError(f"--set {_plain(key.strip())}: the value is {exc}") from None
     if args.seed is not None:
         overrides["seed"] = args.seed
+    if getattr(args, "engine", None):  # --engine: the run's engine is the scenario's, here
+        overrides["engine"] = args.engine
     if overrides:
         scenario = _overridden(scenario, overrides, args.file)
     check_scenario(scenario, args.file)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sim.cli.common import consoles, error, progress, query_progress, say
+from sim.cli.common import check_out, consoles, error, progress, query_progress, say
 
 HELP = ("compare discovery methods on retrieval quality "
         "(a scenarios/eval/*.yaml file, or --catalog/--queries)")
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.retrieval.run import run_eval
 
     try:
+        check_out(args.out)
         if args.file:
             spec = load_eval(args.file)
             if args.llm_url:  # the command line's endpoint replaces the file's

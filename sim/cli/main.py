@@ -124,14 +124,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _warn_if_stale() -> None:
-    """A warning when this code runs from a compiled copy older than its origin."""
-    from sim.compiled import HERE, stale
+    """A warning when this code runs from a compiled copy older than its origin, or built
+    from another checkout than the one the command runs in."""
+    from pathlib import Path
+
+    from sim.compiled import HERE, mismatch, stale
 
     changed = stale()
     if changed:
         warn(f"running from the compiled copy {HERE}, built before {len(changed)} of its "
              f"origin's files changed ({', '.join(changed[:3])}"
              f"{', …' if len(changed) > 3 else ''}): rebuild with tooldns compile")
+    other = mismatch(Path.cwd())
+    if other is not None:
+        warn(other)
 
 
 if __name__ == "__main__":

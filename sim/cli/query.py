@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sim.cli.common import DEFAULT_OPTION_CODE, consoles, error
 
-# nodes.resolver.config.SEARCHES, spelt out so that --help imports nothing heavy
+# nodes.resolver.merge.SEARCHES, spelt out so that --help imports nothing heavy
 SEARCH_CHOICES = ("split", "global", "a2x-get_one", "a2x-get_important", "a2x-get_all")
 
 if TYPE_CHECKING:

@@ -4,16 +4,20 @@ stdout and the results written to a folder."""
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sim.catalog.engines import ENGINES
 from sim.cli.common import (
     add_format_arg,
     add_scenario_args,
+    check_out,
     consoles,
     error,
     interruptible,
+    port_number,
     positive_int,
     progress,
     query_progress,
@@ -21,7 +25,6 @@ from sim.cli.common import (
     stderr,
     warn,
 )
-from sim.engines.catalog import ENGINES
 
 if TYPE_CHECKING:
     from sim.run.runner import RunResult
@@ -46,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--capture", action="store_true",
                    help="live engine: record loopback traffic to capture.pcap (tcpdump, or "
                         "scapy) and check the byte/packet accounting against it (needs root)")
+    p.add_argument("--port", type=port_number, default=15353,
+                   help="real-time engines: the DNS port every node listens on (DNS over "
+                        "TLS: PORT + 800); another when this one is in use")
     p.add_argument("--shards", type=positive_int, metavar="N",
                    help="simpy: split the run over N Ray workers (engine_options.shards)")
     p.add_argument("--ray-address", metavar="ADDRESS",
@@ -71,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
     with interruptible() as stopped:
         try:
+            check_out(args.out)
             scenario = scenario_from_args(args)
             if args.show_config:
                 sys.stdout.write(resolved_yaml(scenario))
@@ -86,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
             start_shards(scenario)  # the workers start while this process builds
             with query_progress() as tick:
-                result = run_scenario(scenario, engine=args.engine, out_dir=args.out,
+                result = run_scenario(scenario, out_dir=args.out, live_port=args.port,
                                       progress=progress, capture=args.capture, check=False,
                                       tick=tick)
         except ScenarioError as exc:  # build-time errors name the field, not the file
@@ -94,6 +101,12 @@ def run(args: argparse.Namespace) -> int:
             return 2
         except OutputError as exc:
             error("run", str(exc))
+            return 1
+        except OSError as exc:  # sim.sockets.udp.PortInUse: which address, what to do
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            error("run", f"{exc.strerror}; another `tooldns run` or `tooldns serve` may be "
+                         f"using port {args.port}: stop it, or pass --port with another")
             return 1
         except KeyboardInterrupt as exc:  # sim.run.outputs.RunInterrupted says what was kept
             stderr(f"tooldns run: {exc}" if hasattr(exc, "finished") else
@@ -108,6 +121,7 @@ def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespac
     warnings and where the files are; with a machine format only the summary on stdout."""
     from analysis.console import capture_grid, print_summary, summary_text
     from analysis.tables import print_grid
+    from sim.spec import printable
 
     if args.format == "table":
         console = consoles.out
@@ -145,8 +159,8 @@ def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespac
                  f"a look: tooldns validate {args.file})")
     assert result.out_dir is not None  # run_scenario writes unless told not to
     files = sorted(p.name for p in Path(result.out_dir).iterdir() if not p.name.startswith("."))
-    console.print(f"results written to {result.out_dir}/ ({', '.join(files)})", markup=False,
-                  highlight=False, soft_wrap=True)
+    console.print(f"results written to {printable(str(result.out_dir))}/ ({', '.join(files)})",
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 def run_vm(args: argparse.Namespace, scenario: Scenario) -> int:
@@ -160,7 +174,7 @@ def run_vm(args: argparse.Namespace, scenario: Scenario) -> int:
     from sim.vm.job import VMOptions, run_in_vm
     from sim.vm.machine import VMError
 
-    engine = args.engine or scenario.engine
+    engine = scenario.engine  # --engine is in it (sim.cli.common.scenario_from_args)
     if args.capture or args.shards or args.show_config:
         raise ScenarioError("--vm: --capture, --shards and --show-config are not available "
                             "with --vm")
@@ -204,7 +218,7 @@ def with_shards(scenario: Scenario, args: argparse.Namespace) -> Scenario:
         update={"shards": shards.model_copy(update=update)})})
     if workers > 1:
         try:
-            check_shardable(scenario, args.engine or scenario.engine, scenario.network.resolvers)
+            check_shardable(scenario, scenario.engine, scenario.network.resolvers)
         except ScenarioError as exc:
             raise ScenarioError(f"{args.file}: {exc}") from None
     return scenario

@@ -10,9 +10,12 @@ from pathlib import Path
 
 from sim.cli.common import (
     DEFAULT_OPTION_CODE,
+    add_dnssec_args,
     add_namespace_args,
     consoles,
+    dnssec_problem,
     error,
+    key_seed,
     namespace,
     namespace_problem,
 )
@@ -55,9 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="TCP connections each server and the resolver keep (the one that "
                    "made least progress is closed to admit a new one)")
     p.add_argument("--allow-transfer", action="append", type=transfer_network,
-                   metavar="CIDR", help="networks allowed to transfer zones by AXFR "
-                   "(repeatable; replaces the default: loopback and the hierarchy's own "
-                   "servers)")
+                   metavar="CIDR", help="a network or address allowed to transfer the zones "
+                   "by AXFR/IXFR over TCP (repeatable); by default none is: every transfer "
+                   "is REFUSED, as NSD and Knot do until secondaries are named")
     p.add_argument("--dot", action="store_true",
                    help="also serve DNS over TLS (RFC 7858) at every server and the resolver, "
                    "with a certificate for dot.tools.test from a CA made at start (fresh keys "
@@ -68,15 +71,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dot-ca", metavar="FILE",
                    help="with --dot: write the CA certificate (PEM) here, for clients that "
                    "verify (kdig +tls-ca=FILE +tls-hostname=dot.tools.test)")
+    p.add_argument("--resolver-upstream", choices=("tls", "udp"),
+                   help="how the resolver asks the servers: tls (DNS over TLS, verifying "
+                   "their certificate, never falling back to clear text; the default with "
+                   "--dot, which it needs) or udp (clear text, TCP after TC; the default "
+                   "without --dot)")
+    add_dnssec_args(p, "--dnssec", "sign every zone (Ed25519 keys derived from --key-seed): "
+                    "DO queries get RRSIGs and NSEC proofs, DNSKEY and DS are answered, "
+                    "AXFR carries the signed zone; the resolver validates (AD) and the "
+                    "trust anchor (the root's DS) is printed and in the manifest")
     p.add_argument("--aaaa", action="store_true",
                    help="tool targets also get AAAA records (fd74:6f6f:6c73::<IPv4>, a ULA) "
                    "beside A; glue stays IPv4")
 
 
 def _dot_problem(args: argparse.Namespace) -> str | None:
-    """What is wrong with the DNS-over-TLS options; fills in ``args.dot_port``."""
+    """What is wrong with the DNS-over-TLS options; fills in ``args.dot_port`` and
+    ``args.resolver_upstream``."""
     if (args.dot_port is not None or args.dot_ca) and not args.dot:
         return "--dot-port and --dot-ca need --dot"
+    if args.resolver_upstream == "tls" and not args.dot:
+        return "--resolver-upstream tls needs --dot (the servers' DNS-over-TLS listeners)"
+    if args.resolver_upstream is None:
+        args.resolver_upstream = "tls" if args.dot else "udp"
     if args.dot:
         from sim.accounting import dot_port
 
@@ -97,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
     from sim.sockets.hierarchy import LiveHierarchy
     from sim.sockets.tcp import TcpLimits
 
-    problem = namespace_problem(args) or _dot_problem(args)
+    problem = (namespace_problem(args) or _dot_problem(args)
+               or dnssec_problem(args, "--dnssec"))
     if problem is not None:
         error("serve", problem)
         return 2
@@ -112,11 +130,17 @@ def run(args: argparse.Namespace) -> int:
     hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer,
                                 option_code=args.option_code,
                                 packet_cache_bytes=args.packet_cache_bytes, aaaa=args.aaaa)
+    anchor = None
+    if args.sign:
+        from sim.build.trust import sign_hierarchy
+
+        anchor = sign_hierarchy(hierarchy, key_seed(args))
     live = LiveHierarchy(hierarchy, port=args.port, resolver_address=args.resolver,
                          cache_max_bytes=args.cache_max_bytes, max_clients=args.max_clients,
                          tcp_limits=TcpLimits(per_listener=args.tcp_clients),
                          allow_transfer=args.allow_transfer, dot=dot,
-                         dot_port=args.dot_port or 0)
+                         dot_port=args.dot_port or 0,
+                         dot_upstream=args.resolver_upstream == "tls", trust_anchor=anchor)
     console = consoles.out
 
     async def main() -> None:
@@ -135,7 +159,13 @@ def run(args: argparse.Namespace) -> int:
         if len(shown) > args.show:
             console.print(f"… and {len(shown) - args.show} more servers (see --manifest)")
         stubs = "UDP, TCP and TLS" if dot is not None else "UDP and TCP"
-        console.print(f"resolver {args.resolver}:{args.port} (stub clients: {stubs})")
+        upstream = "DNS over TLS" if args.resolver_upstream == "tls" else "UDP and TCP"
+        console.print(f"resolver {args.resolver}:{args.port} (stub clients: {stubs}; "
+                      f"to the servers: {upstream}"
+                      f"{'; validating' if anchor else ''})")
+        if anchor is not None:
+            console.print(f"signed zones; trust anchor: . DS {anchor}", highlight=False,
+                          soft_wrap=True)  # one line: it is copied into configurations
         if dot is not None:
             console.print(f"DNS over TLS on port {args.dot_port} at every server and the "
                           f"resolver (certificate for dot.tools.test)")

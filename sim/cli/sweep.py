@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from sim.cli.common import (
     add_format_arg,
     add_scenario_args,
+    check_out,
     consoles,
     error,
     interruptible,
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     out = None
     with interruptible() as stopped:
         try:
+            check_out(args.out)
             scenario = scenario_from_args(args)
             if scenario.sweep is None:
                 raise ScenarioError(f"{args.file}: sweep: the scenario has no sweep section "

@@ -62,13 +62,13 @@ def build_checks(sc: Scenario, file: str) -> str | None:
     from sim.build.plan import make_plan, scenario_hierarchy
     from sim.build.sessions import check_session_tools
     from sim.build.workload import Job, build_jobs, check_query_file
-    from sim.engines.catalog import engine_info
+    from sim.catalog.engines import engine_info
     from sim.errors import ScenarioError, in_file
-    from sim.limits import zone_count
+    from sim.limits import tool_count, zone_count
     from sim.run.runner import check_engine
 
     ns = sc.namespace
-    size = ns.tools + zone_count(ns.branching, ns.depth)
+    size = tool_count(ns) + zone_count(ns.branching, ns.depth)  # organisations' tools too
     try:
         if sc.engine_options.shards.workers > 1:  # as run's --shards check
             from sim.engines.shards import check_shardable

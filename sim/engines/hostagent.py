@@ -6,7 +6,7 @@ and answers each with one JSON line on standard output (nothing else is printed 
 
 ``start`` → nodes served · ``origin WALL`` · ``warm`` → warm time · ``replay T0_WALL`` →
 jobs completed · ``hangup`` (clients close their connections) · ``finish PATH`` → the
-:class:`sim.engines.nodehost.HostOutput` pickled to PATH, then the agent exits. A failure
+:class:`sim.engines.base.EngineOutput` piece pickled to PATH, then the agent exits. A failure
 answers ``{"error": …}`` and exits with status 1.
 """
 

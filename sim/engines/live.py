@@ -19,24 +19,22 @@ from __future__ import annotations
 import asyncio
 import time
 
-from nodes.authoritative.memo import memo_off
-from sim.build.runplan import RunPlan
+from sim.build.runplan import RunPlan, StubSink
 from sim.engines.base import EngineOutput
 from sim.engines.nodehost import NodeHost, whole_plan
 
 
-def run_live(plan: RunPlan) -> EngineOutput:
-    """Run one scheme of ``plan`` on loopback sockets (the catalogue's entry point). The
-    servers compute every reply (no reply memo): in wall-clock time their work is part of
-    what is measured."""
-    with memo_off(plan.hierarchy.servers.values()):
-        out = asyncio.run(_run(plan))
+def run_live(plan: RunPlan, sink: StubSink | None = None) -> EngineOutput:
+    """Run one scheme of ``plan`` on loopback sockets (the catalogue's entry point), every
+    discovery told to ``sink`` as it ends. The servers compute every reply (no reply memo,
+    :meth:`NodeHost.start`): in wall-clock time their work is part of what is measured."""
+    out = asyncio.run(_run(plan, sink))
     out.link_emulation = "user-space"
     return out
 
 
-async def _run(plan: RunPlan) -> EngineOutput:
-    host = NodeHost(whole_plan(plan), sink=plan.on_stub)
+async def _run(plan: RunPlan, sink: StubSink | None) -> EngineOutput:
+    host = NodeHost(whole_plan(plan), sink=sink)
     try:
         await host.start()
         origin = time.time()  # time zero once everything listens

@@ -2,7 +2,7 @@
 
 ``python3 -m sim.engines.matrix`` prints it; ``--write`` replaces the section between
 :data:`START` and :data:`END` in ``docs/engines.md``. The cells and notes are
-:data:`sim.engines.catalog.ENGINES`' and :data:`~sim.engines.catalog.SHARDED`'s, so edit
+:data:`sim.catalog.engines.ENGINES`' and :data:`~sim.catalog.engines.SHARDED`'s, so edit
 those and regenerate; ``tests/sim/engines/test_catalog.py`` fails while the page and the
 catalogue differ.
 """
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from sim.engines.catalog import ENGINES, FEATURES, SHARDED, Feature, Support
+from sim.catalog.engines import ENGINES, FEATURES, SHARDED, Feature, Support
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "engines.md"
 START = "<!-- matrix:start -->"
@@ -79,7 +79,7 @@ def with_section(doc: str, body: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 -m sim.engines.matrix",
-        description="the feature x engine table of docs/engines.md, from sim/engines/catalog.py")
+        description="the feature x engine table of docs/engines.md, from sim/catalog/engines.py")
     parser.add_argument("--write", action="store_true",
                         help=f"replace the table in {DOC} (else print it)")
     args = parser.parse_args(argv)

@@ -3,8 +3,8 @@
 * **Hosts.** One host per graph site that has placed nodes (``engine_options.mininet.hosts:
   site``, the default) or one per node (``node``). Each host runs a host agent
   (:mod:`sim.engines.hostagent`, started with the host's ``popen``) serving its nodes with the live
-  engine's adapters; results come back as :class:`sim.engines.nodehost.HostOutput` pieces and are
-  merged into the same :class:`sim.engines.base.EngineOutput` as every engine's.
+  engine's adapters; results come back as :class:`sim.engines.base.EngineOutput` pieces and
+  are folded into one with :func:`sim.engines.base.merge_outputs`, as every engine's.
 * **Addresses.** Nodes keep their 127.x addresses, so every message is byte for byte what
   the other engines exchange: each host carries its nodes' addresses on its interface, with
   ``route_localnet`` set and 127.0.0.0/8 routed over the interface (loopback keeps only
@@ -53,13 +53,11 @@ from typing import Any
 
 import networkx as nx
 
-from sim.build.runplan import RunPlan
-from sim.engines.base import EngineOutput
+from sim.build.runplan import RunPlan, StubSink
+from sim.engines.base import EngineOutput, merge_outputs
 from sim.engines.netemtable import set_distribution
 from sim.engines.nodehost import (
-    HostOutput,
     HostPart,
-    merge_outputs,
     plan_addresses,
     split_plan,
 )
@@ -204,9 +202,11 @@ class _Agents:
                 proc.wait(timeout=5)
 
 
-def run_mininet(plan: RunPlan) -> EngineOutput:
+def run_mininet(plan: RunPlan, sink: StubSink | None = None) -> EngineOutput:
+    """Run one scheme of ``plan`` on Mininet hosts (the catalogue's entry point); the hosts'
+    pieces are folded at the end, every discovery told to ``sink``."""
     options = plan.engine_options or {}
-    spec = options.get("mininet") if isinstance(options, dict) else None
+    spec = options.get("mininet")
     spec = spec if isinstance(spec, MininetSpec) else MininetSpec.model_validate(spec or {})
     reason = unavailable()
     if reason is not None:
@@ -224,13 +224,14 @@ def run_mininet(plan: RunPlan) -> EngineOutput:
     ship_intent_vectors(plan)  # dense: the hosts look vectors up, none loads the model
     parts = split_plan(plan, [(name, ips) for name, ips, _ in groups], emulate=not netem)
     with tempfile.TemporaryDirectory(prefix="tooldns-mininet-") as tmp:
-        out = _run(plan, spec, groups, parts, netem, Path(tmp))
+        out = _run(plan, spec, groups, parts, netem, Path(tmp), sink)
     out.link_emulation = "netem" if netem else "user-space"
     return out
 
 
 def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], Any]],
-         parts: list[HostPart], netem: bool, tmp: Path) -> EngineOutput:
+         parts: list[HostPart], netem: bool, tmp: Path, sink: StubSink | None
+         ) -> EngineOutput:
     import_mininet()
     from mininet.link import Link, TCLink
     from mininet.log import setLogLevel
@@ -275,8 +276,8 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
             time.sleep(0.5)  # tcpdump needs a moment before it captures
         _start_agents(agents, hosts, [name for name, _, _ in groups], tmp)
         origin = _drive(agents, plan, [name for name, _, _ in groups], tmp)
-        pieces: list[HostOutput] = [pickle.loads((tmp / f"{name}.out").read_bytes())
-                                    for name, _, _ in groups]
+        pieces: list[EngineOutput] = [pickle.loads((tmp / f"{name}.out").read_bytes())
+                                      for name, _, _ in groups]
     finally:
         agents.stop()
         if pcaps:
@@ -286,7 +287,7 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
             with contextlib.suppress(Exception):
                 proc.wait(timeout=5)
         _stop(net, tag)
-    out = merge_outputs(plan, pieces, origin)
+    out = merge_outputs(pieces, sink, origin)
     out.pcaps = captured
     return out
 

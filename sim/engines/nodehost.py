@@ -10,9 +10,11 @@ asyncio loop, in phases the driver calls in order on every host: :meth:`NodeHost
 time), :meth:`warm` (K = 0 warming of the host's resolvers), :meth:`replay` (faults and
 churn scheduled, the host's agents replay their jobs from a shared wall time on),
 :meth:`hang_up` (clients close their connections), :meth:`finish` (collect, close,
-return a :class:`HostOutput` piece). The live engine
-serves the whole plan as one part in its own process (:func:`whole_plan`); Ray and Mininet
-split it (:func:`split_plan`) and merge the pieces with :func:`merge_outputs`.
+return its :class:`sim.engines.base.EngineOutput` piece, with what its nodes counted). A
+part holds instances of the plan's nodes (:meth:`RunPlan.instantiate`), never the plan's
+own. The live engine serves the whole plan as one part in its own process
+(:func:`whole_plan`); Ray and Mininet split it (:func:`split_plan`) and fold the pieces
+with :func:`sim.engines.base.merge_outputs`.
 
 Link emulation: each packet is held back for the one-way delay the path model draws, or
 dropped. Each sending node draws from its own (seed, node) stream, so a node's draws do not
@@ -21,8 +23,9 @@ never what is exchanged. With ``emulate=False`` (kernel netem does the delays, M
 full kernel) packets are only counted. Fault schedules (:class:`sim.build.faults.FaultPlan`)
 act at the sending node's adapter, as on the live engine: a down node neither sends nor
 receives, slow and lossy nodes and partitions delay or drop; a down registry replica's
-listener closes and its connections reset. Each process has its own copy of the plan
-(its loss draws are its own); :func:`merge_outputs` sums what the copies counted.
+listener closes and its connections reset. Each part has its own state of the schedule
+(its loss draws are its own); :func:`sim.engines.base.merge_outputs` folds what each
+observed.
 """
 
 from __future__ import annotations
@@ -38,9 +41,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nodes.agent.session import DnsAgent, JobInfo, SessionAgent
+from nodes.agent.session import DnsAgent
 from nodes.agent.stub import StubResult
-from nodes.authoritative.server import AuthoritativeServer, ServerStats
+from nodes.authoritative.server import AuthoritativeServer
 from nodes.registry.client import RegistryAgent, RegistryResult
 from nodes.registry.server import RegistryServer
 from nodes.resolver.core import RecursiveResolver
@@ -50,7 +53,7 @@ from sim.accounting import TlsSizes, dot_port, http_segment
 from sim.build.faults import registry_address
 from sim.build.hierarchy import DotSetup
 from sim.build.registries import RegistrySetup, client_context
-from sim.build.runplan import RunPlan, StubSink
+from sim.build.runplan import RunNodes, RunPlan, StubSink
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput
 from sim.sockets.dot import DotUpstream
@@ -64,7 +67,7 @@ from topologies.paths import PathModel
 
 if TYPE_CHECKING:
     from sim.build.churn import ChurnSchedule
-    from sim.build.faults import FaultPlan
+    from sim.build.faults import FaultState
 
 DRAIN_TIMEOUT = 30.0  # seconds to wait for stragglers after the last scheduled job
 RTO = 0.2  # seconds a lost TCP segment of a registry exchange costs (its retransmission)
@@ -93,8 +96,9 @@ class HostPart:
     dns_port: int = 53
     emulate: bool = True
     number: int = 0  # this part's position in the run (DNS-over-TLS connection numbers)
-    faults: FaultPlan | None = None
+    faults: FaultState | None = None  # this part's own state of the plan's faults
     churn: ChurnSchedule | None = None
+    churn_applied: dict[int, float] = field(default_factory=dict)  # change -> node time
     dot: DotSetup | None = None
     # HTTP-registry schemes: the registry's name (address, port) and CA certificate, on
     # every part; its setup (with the index) only where replicas are served
@@ -106,23 +110,12 @@ class HostPart:
     registry_replicas: int = 1
     registry_time: float = 0.0
     tls: TlsSizes | None = None
+    dense: bool = False  # the servers embed with the sentence model (model loads reported)
 
     @property
     def addresses(self) -> list[str]:
         return [*self.servers, *self.resolvers, *self.agents, *self.registry_nodes,
                 *self.registry_agents]
-
-
-@dataclass
-class _ChurnView:
-    """What :class:`sim.build.churn.ChurnSchedule` changes in one part: its servers (a
-    :class:`HostPart` has their ``servers`` and ``zone_of``) and the registry, if its
-    replicas are served here."""
-
-    scheme: str
-    hierarchy: HostPart
-    registry: RegistrySetup | None
-    agent_order: list[str]
 
 
 def plan_addresses(plan: RunPlan) -> list[str]:
@@ -136,33 +129,34 @@ def plan_addresses(plan: RunPlan) -> list[str]:
 def _part(plan: RunPlan, name: str, ips: list[str], node_index: dict[str, int],
           emulate: bool, number: int) -> HostPart:
     chosen = set(ips)
-    registry = plan.registry
+    nodes: RunNodes = plan.instantiate(chosen)
+    registry = nodes.registry
     agents: dict[str, DnsAgent] = {}
     http: dict[str, RegistryAgent] = {}
     if registry is None:
-        agents = {ip: a for ip, a in plan.dns_agents().items() if ip in chosen}
+        agents = nodes.dns_agents()
     else:
-        http = {ip: a for ip, a in plan.registry_agents().items() if ip in chosen}
+        http = nodes.registry_agents()
     served = set(agents) | set(http)
     replicas = (replica_nodes(registry, plan.registry_replicas, ips, registry_address)
                 if registry is not None else {})
     jobs = [j for j in plan.jobs if plan.agent_order[j.agent] in served]
-    servers = {ip: s for ip, s in plan.hierarchy.servers.items() if ip in chosen}
+    servers = nodes.servers
     return HostPart(
         name=name, seed=plan.seed, scheme=plan.scheme, servers=servers,
-        resolvers={ip: r for ip, r in plan.resolvers.items() if ip in chosen},
-        agents=agents, agent_order=list(plan.agent_order), role_of=dict(plan.role_of),
-        path=plan.path, jobs=jobs, requests={j.index: plan.requests[j.index] for j in jobs},
-        node_index=node_index,
+        resolvers=nodes.resolvers, agents=agents, agent_order=list(plan.agent_order),
+        role_of=dict(plan.role_of), path=plan.path, jobs=jobs,
+        requests={j.index: plan.requests[j.index] for j in jobs}, node_index=node_index,
         zone_of={ip: z for ip, z in plan.hierarchy.zone_of.items() if ip in servers},
         warm_services=plan.warm_services, closed_loop=plan.closed_loop,
-        dns_port=plan.dns_port, emulate=emulate, number=number, faults=plan.faults,
+        dns_port=plan.dns_port, emulate=emulate, number=number, faults=nodes.faults,
         churn=plan.churn, dot=plan.dot,
         registry_endpoint=(registry.address, registry.port) if registry is not None else None,
         registry_ca=registry.ca.cert_pem if registry is not None else "",
         registry=registry if replicas else None, registry_nodes=replicas,
         registry_agents=http, registry_replicas=plan.registry_replicas,
-        registry_time=plan.registry_time, tls=plan.tls)
+        registry_time=plan.registry_time, tls=plan.tls,
+        dense=plan.hierarchy.scorer_name == "dense")
 
 
 def split_plan(plan: RunPlan, groups: list[tuple[str, list[str]]],
@@ -179,7 +173,7 @@ def split_plan(plan: RunPlan, groups: list[tuple[str, list[str]]],
 
 
 def whole_plan(plan: RunPlan) -> HostPart:
-    """The whole plan as one part (the live engine: one process, the plan's own objects)."""
+    """The whole plan as one part (the live engine: one process)."""
     return split_plan(plan, [("live", plan_addresses(plan))])[0]
 
 
@@ -191,70 +185,6 @@ def quiet_process() -> None:
     gc.freeze()
     gc.disable()
     sys.setswitchinterval(0.0005)
-
-
-@dataclass
-class HostOutput:
-    """A host's :class:`EngineOutput` piece plus the state its copies of the plan's objects
-    gathered (the driver's plan holds the originals: :func:`merge_outputs` folds it in)."""
-
-    output: EngineOutput
-    server_stats: dict[str, ServerStats] = field(default_factory=dict)
-    fault_origin: float = float("inf")  # node time of workload time 0 (FaultPlan.start)
-    fault_drops: dict[str, int] = field(default_factory=dict)
-    fault_first_rx: dict[tuple[int, str], float] = field(default_factory=dict)
-    churn_applied: dict[int, float] = field(default_factory=dict)
-    sessions: dict[str, dict[int, JobInfo]] = field(default_factory=dict)  # agent -> jobs
-    registry_stats: dict[str, dict[str, int]] = field(default_factory=dict)  # server, app
-    model_loads: int = 0  # times this process loaded the sentence model (dense: should be 0)
-
-
-def merge_outputs(plan: RunPlan, pieces: list[HostOutput], origin: float = 0.0) -> EngineOutput:
-    """Sum the pieces into one output and fold each process's state back into the plan's
-    nodes (server counters, fault drops and recoveries, churn times, session records,
-    registry counters). ``origin`` is the wall-clock time of node time zero (captures)."""
-    out = EngineOutput()
-    out.clock_offset = origin
-    for piece in pieces:
-        p = piece.output
-        out.stubs.extend(p.stubs)
-        for key, walks in p.walks.items():
-            out.walks.setdefault(key, []).extend(walks)
-        out.warmups.extend(p.warmups)
-        for ip, counters in p.load.items():
-            for k, v in counters.items():
-                out.count(ip, k, v)
-        out.schedule_error.extend(p.schedule_error)
-        out.lost += p.lost
-        out.flows.update(p.flows)
-        out.pcaps.extend(p.pcaps)
-        out.warm_time = max(out.warm_time, p.warm_time)
-        out.end_time = max(out.end_time, p.end_time)
-        for ip, stats in piece.server_stats.items():
-            plan.hierarchy.servers[ip].stats = stats
-        if plan.faults is not None:
-            plan.faults.origin = min(plan.faults.origin, piece.fault_origin)
-            plan.faults.drops.update(piece.fault_drops)
-            first = plan.faults.first_rx
-            for iv_node, t in piece.fault_first_rx.items():
-                first[iv_node] = min(t, first.get(iv_node, t))
-        if plan.churn is not None:
-            applied = plan.churn.applied.setdefault(plan.scheme, {})
-            for index, t in piece.churn_applied.items():
-                applied[index] = min(t, applied.get(index, t))
-        for ip, info in piece.sessions.items():
-            agent = plan.agents[ip]
-            assert isinstance(agent, SessionAgent)  # only session agents report jobs
-            agent.info.update(info)
-        if plan.registry is not None and piece.registry_stats:
-            server = plan.registry.server
-            server.stats.update(piece.registry_stats["server"])
-            app = server.app
-            app.stats.update(piece.registry_stats["app"])  # type: ignore[attr-defined]
-    if plan.hierarchy.scorer_name == "dense":  # the vectors were shipped: none should load
-        out.model_loads = sum(piece.model_loads for piece in pieces)
-    out.stubs.sort(key=lambda js: js[0].index)
-    return out
 
 
 class NodeHost:
@@ -457,14 +387,12 @@ class NodeHost:
                         if up != float("inf"):
                             loop.call_at(start + up, self.replicas.restart, host)
         if part.churn is not None:
-            view = _ChurnView(part.scheme, part,
-                              part.registry if part.registry_nodes else None,
-                              part.agent_order)
-
             def apply_now(apply: Callable[[float], None]) -> None:
                 apply(self.node_now())
 
-            for at, apply in part.churn.timeline(view):  # before a probe due then
+            registry = part.registry if part.registry_nodes else None
+            for at, apply in part.churn.timeline(part.servers, part.zone_of, registry,
+                                                 part.churn_applied):  # before a probe
                 call_precisely(start + at - loop.time(), apply_now, apply)
 
     async def replay(self, t0_wall: float) -> int:
@@ -515,7 +443,7 @@ class NodeHost:
         if self.clients is not None:
             await self.clients.close()
 
-    async def finish(self) -> HostOutput:
+    async def finish(self) -> EngineOutput:
         """Collect late walks, close every socket, return this host's piece."""
         part = self.part
         for ip in self.resolvers:  # walks that finished after their stub answer went out
@@ -526,19 +454,13 @@ class NodeHost:
         for endpoint in self.endpoints:
             endpoint.close()
         await asyncio.sleep(0)
-        piece = HostOutput(self.out, {ip: s.stats for ip, s in part.servers.items()},
-                           model_loads=model_loads() - self._loads)
-        if part.faults is not None:
-            piece.fault_origin = part.faults.origin
-            piece.fault_drops = dict(part.faults.drops)
-            piece.fault_first_rx = dict(part.faults.first_rx)
-        if part.churn is not None:
-            piece.churn_applied = dict(part.churn.applied.get(part.scheme, {}))
-        piece.sessions = {ip: a.info for ip, a in part.agents.items()
-                          if isinstance(a, SessionAgent)}
+        out = self.out
         reg = part.registry
-        if reg is not None and reg.server in part.registry_nodes.values():
-            app = reg.server.app
-            piece.registry_stats = {"server": dict(reg.server.stats),
-                                    "app": dict(app.stats)}  # type: ignore[attr-defined]
-        return piece
+        nodes = RunNodes(part.servers, dict(part.resolvers),
+                         {**part.agents, **part.registry_agents}, reg, part.faults,
+                         part.churn_applied)
+        out.observe(nodes, registry_here=reg is not None
+                    and reg.server in part.registry_nodes.values())
+        if part.dense:
+            out.model_loads = model_loads() - self._loads
+        return out

@@ -33,16 +33,9 @@ import time
 from typing import Any
 
 from sim.build.faults import registry_address
-from sim.build.runplan import RunPlan
-from sim.engines.base import EngineOutput
-from sim.engines.nodehost import (
-    HostOutput,
-    HostPart,
-    NodeHost,
-    merge_outputs,
-    quiet_process,
-    split_plan,
-)
+from sim.build.runplan import RunPlan, StubSink
+from sim.engines.base import EngineOutput, merge_outputs
+from sim.engines.nodehost import HostPart, NodeHost, quiet_process, split_plan
 from sim.engines.vectors import ship_intent_vectors
 from sim.scenario import RaySpec
 
@@ -50,16 +43,49 @@ START_MARGIN = 0.05  # seconds between the driver's start call and job time zero
 
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
-    """Import Ray and initialise it once (a local instance unless an address is given)."""
+    """Import Ray and initialise it once: a local instance unless an address is given (or
+    ``RAY_ADDRESS``). A local instance listens on 127.0.0.1 only (GCS, raylet, workers,
+    agents; no dashboard), or is refused, and Ray >= 2.59 starts it with an auth token."""
+    import ipaddress
+
     import ray
 
-    if not ray.is_initialized():
-        address = address or os.environ.get("RAY_ADDRESS") or None
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                  "logging_level": "warning"}
-        if address is None:
-            kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
+    if ray.is_initialized():
+        return ray
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                              "logging_level": "warning"}
+    if address is not None:
         ray.init(address=address, **kwargs)
+        return ray
+    local = "127.0.0.1"
+    kwargs |= {"num_cpus": num_cpus or os.cpu_count() or 1, "_node_ip_address": local,
+               "dashboard_host": local}
+    # Ray swaps 127.0.0.1 for the machine's routable address, and its gRPC servers then
+    # listen on every interface, unless "clusters" are off (ray_constants.ENABLE_RAY_CLUSTER,
+    # read from this variable at import): off while the local instance starts, whose
+    # processes inherit the variable
+    from ray._private import ray_constants
+
+    variable = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+    saved_env = os.environ.get(variable)
+    saved = getattr(ray_constants, "ENABLE_RAY_CLUSTER", True)
+    os.environ[variable] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(**kwargs)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+        if saved_env is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = saved_env
+    node = ray.util.get_node_ip_address()
+    if not ipaddress.ip_address(node).is_loopback:
+        ray.shutdown()
+        raise RuntimeError(f"Ray {ray.__version__} started its local instance on {node}, "
+                           f"not on {local} only (it would listen on every interface); "
+                           f"give a cluster's address instead (RAY_ADDRESS)")
     return ray
 
 
@@ -148,7 +174,7 @@ def _actor_class(ray: Any) -> Any:
             assert self.host is not None
             await self.host.hang_up()
 
-        async def finish(self) -> HostOutput:
+        async def finish(self) -> EngineOutput:
             assert self.host is not None
             host, self.host = self.host, None
             gc.enable()
@@ -171,9 +197,11 @@ def actors_for(ray: Any, n: int) -> list[Any]:
     return pool[:n]
 
 
-def run_ray(plan: RunPlan) -> EngineOutput:
+def run_ray(plan: RunPlan, sink: StubSink | None = None) -> EngineOutput:
+    """Run one scheme of ``plan`` in Ray actors (the catalogue's entry point); the pieces are
+    folded as they come back, every discovery told to ``sink``."""
     options = plan.engine_options or {}
-    spec = options.get("ray") if isinstance(options, dict) else None
+    spec = options.get("ray")
     spec = spec if isinstance(spec, RaySpec) else RaySpec.model_validate(spec or {})
     ray = ensure_ray(spec.address)
     ship_intent_vectors(plan)  # dense: the hosts look vectors up, none loads the model
@@ -193,6 +221,6 @@ def run_ray(plan: RunPlan) -> EngineOutput:
             ray.kill(a)
         _POOL.pop(_session(ray), None)
         raise
-    out = merge_outputs(plan, pieces, origin)
+    out = merge_outputs(pieces, sink, origin)
     out.link_emulation = "user-space"
     return out

@@ -14,14 +14,14 @@ import json
 import time
 from typing import Any
 
-from sim.build.runplan import RunPlan
+from sim.build.runplan import RunPlan, StubSink
 from sim.engines.base import EngineOutput
 from sim.engines.shards import (
-    TIMES,
     ShardMerge,
     ShardState,
     check_shardable,
     pack,
+    plan_times,
     shared_build,
     unpack,
 )
@@ -58,7 +58,7 @@ def _actor_class(ray: Any) -> Any:
                 return time.perf_counter() - t
 
             def run(self, scheme: str, shard: int, workers: int,
-                    times: dict[str, float | None], dns_port: int) -> bytes:
+                    times: dict[str, float], dns_port: int) -> bytes:
                 assert self.state is not None
                 piece = self.state.run(scheme, shard, workers, times, dns_port)
                 piece.node = ray.get_runtime_context().get_node_id()
@@ -130,7 +130,7 @@ def prepare(sc: Scenario, plan: RunPlan) -> tuple[Any, list[Any]]:
 
 def launch(actors: list[Any], plan: RunPlan) -> list[Any]:
     """Start one scheme's shards (one per actor); the references of their packed pieces."""
-    times = {name: getattr(plan, name) for name in TIMES}
+    times = plan_times(plan)
     return [a.run.remote(plan.scheme, i, len(actors), times, plan.dns_port)
             for i, a in enumerate(actors)]
 
@@ -142,14 +142,15 @@ def drop(ray: Any) -> None:
         ray.kill(actor)
 
 
-def run_sharded(sc: Scenario, engine: str, plan: RunPlan) -> EngineOutput:
+def run_sharded(sc: Scenario, engine: str, plan: RunPlan, sink: StubSink | None = None
+                ) -> EngineOutput:
     """Run ``plan`` (the driver's whole plan of one scheme) as ``shards.workers`` shards on
-    Ray actors; the merged output, with server counters added into ``plan``."""
+    Ray actors; the merged output, every discovery told to ``sink`` as it is folded in."""
     check_shardable(sc, engine, len(plan.resolvers))
     ray, actors = prepare(sc, plan)
     try:
         refs = launch(actors, plan)
-        return collect(ray, refs, ShardMerge(plan, len(actors)))
+        return collect(ray, refs, ShardMerge(len(actors), sink))
     except BaseException:  # an actor in an unknown state is not reused
         drop(ray)
         raise

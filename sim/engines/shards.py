@@ -35,11 +35,12 @@ dearer only in the driver's serial part.
 Each shard runs :func:`run_simpy` with its own link-delay stream (``RunPlan.shard``); its
 output comes back as compact pickled bytes (:func:`pack`). The merge streams
 (:class:`ShardMerge`): the driver waits for whichever shard finishes (``ray.wait``), loads
-its bytes at once, and feeds it into one :class:`EngineOutput` through the output's own
-methods (``add_walks``, ``add_stub``, ``count``) as soon as every lower-numbered shard has
-been fed, so the output's order is shard order whatever the arrival order; each piece is
-released once fed. Servers' counters are added into the driver's plan, so records,
-``nodes.csv`` and the summary come out of the runner unchanged.
+its bytes at once, and folds it into one :class:`EngineOutput` with the fold every partial
+output goes through (:meth:`EngineOutput.absorb`, as a socket engine's processes do) as
+soon as every lower-numbered shard has been fed, so the output's order is shard order
+whatever the arrival order; each piece is released once fed. Each shard runs instances of
+its plan's nodes, so its output carries its servers' counters from zero: the fold sums
+them, and records, ``nodes.csv`` and the summary come out of the runner unchanged.
 
 Exact per query as long as link delays do not change the walk (they do with loss or
 timeouts; with replicas, the SRTT choice among them; with several agents on a resolver,
@@ -75,9 +76,9 @@ handshakes one process would not: approximated, even with caches off.
 
 Agent sessions (``agents.session``). Each agent, its session and its jobs are in one shard
 (both partitions); its per-job state (``SessionAgent.info``: hits, evictions, guard trips,
-fallbacks, tools in context) comes back in the piece (``ShardOutput.sessions``) and is
-merged into the driver's plan's agents before the piece's discoveries, so the records'
-session columns and the summary's session block come out of the runner unchanged. A
+fallbacks, tools in context) comes back in the piece's output (``sessions``) and is folded
+in before the piece's discoveries, so the records' session columns and the summary's
+session block come out of the runner unchanged. A
 session sees only its own agent's discoveries: exact whenever their answers are (as
 above; ``shard_by: agent`` with resolver caches off), except that TTL and guard-period
 evictions follow the shard's clock (the one-process times on constant delays, but for
@@ -90,45 +91,30 @@ import dataclasses
 import io
 import pickle
 import time
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from nodes.agent.session import JobInfo, SessionAgent
-from nodes.registry.base import Routes
+from nodes.agent.session import JobInfo
 from nodes.resolver.types import DiscoveryResult
 from sim.build.hierarchy import Hierarchy
-from sim.build.registries import RegistrySetup
-from sim.build.runplan import RunPlan
+from sim.build.runplan import RunPlan, StubSink
 from sim.build.workload import Job
+from sim.catalog.engines import engine_info, engines_with
 from sim.engines.base import EngineOutput
-from sim.engines.catalog import engine_info, engines_with
 from sim.errors import ScenarioError
 from sim.scenario import Scenario
 from topologies.gcpause import gc_paused
 from topologies.namespace import Namespace
 
-#: Processing times the driver sets on its plan (calibrated or fixed); shards use the same.
-TIMES = ("server_time", "server_semantic_time", "resolver_time", "resolver_stub_time",
-         "agent_time")
-
 
 @dataclass
 class ShardOutput:
-    """What one shard sends back: its engine output and what its nodes counted during the
-    run (server and registry counters as increments; fault bookkeeping), and what its
-    session agents did per job (``agents.session``: agent address -> job index ->
-    :class:`JobInfo`, the records' session columns)."""
+    """What one shard sends back: its engine output (with what its nodes counted) and where
+    and how long it ran."""
 
     shard: int
     output: EngineOutput
-    server_stats: dict[str, Counter[str]] = field(default_factory=dict)
-    registry_stats: tuple[Counter[str], Counter[str]] | None = None  # server, application
-    fault_origin: float | None = None
-    fault_drops: Counter[str] = field(default_factory=Counter)
-    fault_first_rx: dict[tuple[int, str], float] = field(default_factory=dict)
-    sessions: dict[str, dict[int, JobInfo]] = field(default_factory=dict)
     cpu_s: float = 0.0  # the shard's CPU and wall time in run_simpy (not in any result file)
     wall_s: float = 0.0
     node: str = ""  # the Ray node it ran on ("" in the driver's process)
@@ -144,9 +130,20 @@ class SharedBuild:
     hierarchy: Hierarchy | None  # the schemes' shared servers; None: built per scheme (dense)
 
 
+#: The node kinds whose processing time (``RunPlan.<kind>_time``) the driver hands its shards.
+KINDS = ("server", "server_semantic", "resolver", "resolver_stub", "agent", "registry")
+
+
+def plan_times(plan: RunPlan) -> dict[str, float]:
+    """The processing times of the driver's plan by node kind (those it has), for the
+    shards' own plans of the scheme (:class:`sim.build.plan.PlanOptions` ``calibrated``)."""
+    return {kind: value for kind in KINDS
+            if (value := getattr(plan, f"{kind}_time")) is not None}
+
+
 def shared_build(sc: Scenario, plan: RunPlan) -> SharedBuild:
     """The driver's scenario, namespace, jobs and (shareable) servers, as built for ``plan``
-    (its servers just reset by :func:`sim.build.plan.make_plan`, none run yet)."""
+    (a plan's servers are never run: runs use instances of them)."""
     hierarchy = plan.hierarchy
     return SharedBuild(sc.model_dump(mode="json"), hierarchy.namespace, plan.jobs,
                        hierarchy if hierarchy.shareable else None)
@@ -174,19 +171,17 @@ def agent_shards(plan: RunPlan, workers: int, by: str = "resolver") -> list[int]
 
 
 def restrict(plan: RunPlan, shard: int, workers: int, by: str = "resolver") -> RunPlan:
-    """Keep ``shard``'s resolvers, agents and jobs in ``plan`` (in place); servers stay."""
+    """``plan`` with only ``shard``'s resolvers, agents and jobs (a new plan); servers stay."""
     mine = [i for i, s in enumerate(agent_shards(plan, workers, by)) if s == shard]
     agents = {plan.agent_order[i] for i in mine}
     if by == "agent":  # the resolvers these agents use (a copy of each per shard)
         used = {resolver_index(plan, i) for i in mine}
     else:
         used = set(range(shard, len(plan.resolvers), workers))
-    plan.resolvers = {ip: r for i, (ip, r) in enumerate(plan.resolvers.items()) if i in used}
-    plan.agents = {ip: a for ip, a in plan.agents.items() if ip in agents}
-    plan.jobs = [j for j in plan.jobs if plan.agent_order[j.agent] in agents]
-    plan.requests = {j.index: plan.requests[j.index] for j in plan.jobs}
-    plan.shard = shard
-    return plan
+    return plan.with_shard(
+        shard, {ip: r for i, (ip, r) in enumerate(plan.resolvers.items()) if i in used},
+        {ip: a for ip, a in plan.agents.items() if ip in agents},
+        [j for j in plan.jobs if plan.agent_order[j.agent] in agents])
 
 
 def check_shardable(sc: Scenario, engine: str, resolvers: int) -> None:
@@ -223,52 +218,30 @@ class ShardState:
         self.jobs = shared.jobs
         self.hierarchy = shared.hierarchy
 
-    def plan(self, scheme: str, times: dict[str, float | None], dns_port: int) -> RunPlan:
+    def plan(self, scheme: str, calibrated: dict[str, float], dns_port: int) -> RunPlan:
         """The driver's plan of ``scheme``, whole (as :func:`sim.build.plan.make_plan`
-        builds it, over the shipped servers)."""
-        from sim.build.plan import make_plan
+        builds it over the shipped servers, with the processing times the driver measured
+        for it)."""
+        from sim.build.plan import PlanOptions, make_plan
 
         spec = next(s for s in self.sc.schemes if s.name == scheme)
         plan, _ = make_plan(self.sc, spec, self.ns, self.jobs, dns_port=dns_port,
-                            hierarchy=self.hierarchy)
-        for name, value in times.items():
-            setattr(plan, name, value)
+                            hierarchy=self.hierarchy,
+                            options=PlanOptions(calibrated=calibrated))
         return plan
 
-    def run(self, scheme: str, shard: int, workers: int, times: dict[str, float | None],
+    def run(self, scheme: str, shard: int, workers: int, calibrated: dict[str, float],
             dns_port: int = 53) -> ShardOutput:
         from sim.engines.simpy import run_simpy
 
         by = self.sc.engine_options.shards.shard_by
-        plan = restrict(self.plan(scheme, times, dns_port), shard, workers, by)
-        servers = plan.hierarchy.servers
-        before = {ip: Counter(s.stats.counts) for ip, s in servers.items()}
-        reg = plan.registry
-        reg_before: tuple[Counter[str], Counter[str]] | None = None
-        if reg is not None:
-            host, app = _registry_counters(reg)
-            reg_before = Counter(host), Counter(app)
+        plan = restrict(self.plan(scheme, calibrated, dns_port), shard, workers, by)
         cpu, wall = time.process_time(), time.perf_counter()
         output = run_simpy(plan)
         result = ShardOutput(shard, output, cpu_s=time.process_time() - cpu,
                              wall_s=time.perf_counter() - wall)
         if plan.dot is not None:  # DNS over TLS: connection numbers unique over the shards
             renumber_connections(output, shard, workers)
-        for ip, agent in plan.agents.items():  # the session layer's per-job state
-            if isinstance(agent, SessionAgent):
-                result.sessions[ip] = agent.info
-        for ip, server in servers.items():
-            delta = _delta(server.stats.counts, before[ip])
-            if any(delta.values()):
-                result.server_stats[ip] = delta
-        if reg is not None and reg_before is not None:
-            host, app = _registry_counters(reg)
-            result.registry_stats = (_delta(host, reg_before[0]), _delta(app, reg_before[1]))
-        faults = plan.faults
-        if faults is not None:
-            result.fault_origin = faults.origin
-            result.fault_drops = Counter(faults.drops)
-            result.fault_first_rx = dict(faults.first_rx)
         return result
 
 
@@ -290,18 +263,6 @@ def renumber_connections(output: EngineOutput, shard: int, workers: int) -> None
             if step.conn and id(step) not in seen:
                 seen.add(id(step))
                 step.conn = (step.conn - 1) * workers + shard + 1
-
-
-def _registry_counters(reg: RegistrySetup) -> tuple[Counter[str], Counter[str]]:
-    """The registry host's counters and its application's (request counts)."""
-    app = reg.server.app
-    assert isinstance(app, Routes)  # the registry schemes' applications count requests
-    return reg.server.stats, app.stats
-
-
-def _delta(now: Counter[str], before: Counter[str]) -> Counter[str]:
-    """What was counted since ``before`` (keys kept even at zero: they show in nodes.csv)."""
-    return Counter({k: v - before.get(k, 0) for k, v in now.items()})
 
 
 # ------------------------------------------------------------------------ shipping
@@ -352,18 +313,15 @@ def unpack(data: bytes) -> Any:
 class ShardMerge:
     """One :class:`EngineOutput` fed from the shards' pieces as they arrive.
 
-    A piece is fed once every lower-numbered shard has been (so the output's lists are in
-    shard order, whatever the arrival order) and then dropped: the session agents' per-job
-    state into the driver's agents (``SessionAgent.info``, which a record reads), walks
-    (a stub's walks are in its own shard), then stubs, load counters, schedule errors;
-    servers', registry's and fault plan's counters are added into the driver's ``plan``."""
+    A piece is folded in (:meth:`EngineOutput.absorb`) once every lower-numbered shard has
+    been, so the output's lists are in shard order whatever the arrival order, and then
+    dropped."""
 
-    def __init__(self, plan: RunPlan, workers: int) -> None:
-        self.plan, self.workers = plan, workers
-        self.out = EngineOutput(on_stub=plan.on_stub)
+    def __init__(self, workers: int, on_stub: StubSink | None = None) -> None:
+        self.workers = workers
+        self.out = EngineOutput(on_stub=on_stub)
         self.waiting: dict[int, ShardOutput] = {}
         self.fed = 0  # shards 0 .. fed-1 are in the output
-        self.fault_origins: list[float] = []
         self.nodes: dict[int, str] = {}  # shard -> Ray node it ran on
 
     def add(self, piece: ShardOutput) -> None:
@@ -373,58 +331,21 @@ class ShardMerge:
         self.waiting[piece.shard] = piece
         with gc_paused():
             while self.fed in self.waiting:
-                self._feed(self.waiting.pop(self.fed))
+                fed = self.waiting.pop(self.fed)
+                self.nodes[fed.shard] = fed.node
+                self.out.absorb(fed.output)
                 self.fed += 1
-
-    def _feed(self, piece: ShardOutput) -> None:
-        out, p = self.out, piece.output
-        self.nodes[piece.shard] = piece.node
-        plan = self.plan
-        # the sessions' per-job state first: a record made as its discovery is fed reads it
-        for ip, info in piece.sessions.items():  # each agent runs in one shard
-            agent = plan.agents.get(ip)
-            if isinstance(agent, SessionAgent):
-                agent.info.update(info)
-        out.add_walks(p.warmups)
-        for walks in p.walks.values():
-            out.add_walks(walks)
-        for job, stub in p.stubs:
-            out.add_stub(job, stub)
-        for ip, counters in p.load.items():
-            for k, v in counters.items():
-                out.count(ip, k, v)
-        out.schedule_error.extend(p.schedule_error)
-        out.lost += p.lost
-        out.warm_time = max(out.warm_time, p.warm_time)
-        out.end_time = max(out.end_time, p.end_time)
-        servers = plan.hierarchy.servers
-        for ip, delta in piece.server_stats.items():
-            servers[ip].stats.counts.update(delta)
-        if piece.registry_stats is not None and plan.registry is not None:
-            host, app = _registry_counters(plan.registry)
-            host.update(piece.registry_stats[0])
-            app.update(piece.registry_stats[1])
-        faults = plan.faults
-        if faults is not None:
-            if piece.fault_origin is not None:
-                self.fault_origins.append(piece.fault_origin)
-            faults.drops.update(piece.fault_drops)
-            first = faults.first_rx
-            for key, t in piece.fault_first_rx.items():
-                first[key] = min(t, first.get(key, t))
 
     def result(self) -> EngineOutput:
         """The merged output, once every shard's piece is in."""
         if self.fed != self.workers:
             raise RuntimeError(f"shards: {self.fed} of {self.workers} pieces merged")
-        if self.plan.faults is not None and self.fault_origins:
-            self.plan.faults.origin = max(self.fault_origins)
         return self.out
 
 
-def merge_shards(plan: RunPlan, pieces: list[ShardOutput]) -> EngineOutput:
+def merge_shards(pieces: list[ShardOutput], on_stub: StubSink | None = None) -> EngineOutput:
     """One output from all the shards' pieces (in any order): :class:`ShardMerge`."""
-    merge = ShardMerge(plan, len(pieces))
+    merge = ShardMerge(len(pieces), on_stub)
     for piece in pieces:
         merge.add(piece)
     return merge.result()

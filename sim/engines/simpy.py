@@ -36,7 +36,7 @@ from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Outgoing, Step, Transport
 from sim.accounting import IPV4, TCP, TCP_SYN, TCP_TS, UDP, TlsSizes
 from sim.build.faults import registry_address, registry_order
-from sim.build.runplan import AGENT_PORT, RunPlan
+from sim.build.runplan import AGENT_PORT, RunPlan, StubSink
 from sim.build.workload import Job, Jobs, jobs_of
 from sim.engines.base import EngineOutput
 from sim.sockets.dotpool import DotConnection, DotPool
@@ -125,8 +125,9 @@ class _JobTimer(simpy.Event):
         heapq.heappush(env._queue, (at, simpy.events.NORMAL, eid, self))
 
 
-def run_simpy(plan: RunPlan) -> EngineOutput:
-    """Run one scheme of ``plan`` in virtual time (the catalogue's entry point).
+def run_simpy(plan: RunPlan, sink: StubSink | None = None) -> EngineOutput:
+    """Run one scheme of ``plan`` in virtual time (the catalogue's entry point): instances
+    of its nodes, every discovery told to ``sink`` as it ends.
 
     Without the cyclic garbage collector: a run makes almost no cyclic garbage (messages,
     steps and events are freed by reference counting; 32 objects were left for the
@@ -137,8 +138,8 @@ def run_simpy(plan: RunPlan) -> EngineOutput:
     left behind is frozen, so that no collection walks it right after the run either."""
     with gc_paused():
         if plan.registry is not None:
-            return HttpRun(plan).run()
-        return DnsRun(plan).run()
+            return HttpRun(plan, sink).run()
+        return DnsRun(plan, sink).run()
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -148,26 +149,34 @@ class DnsRun:
     Hot paths bind attributes to locals; a method reads ``self`` only where it has to.
     """
 
-    def __init__(self, plan: RunPlan) -> None:
+    def __init__(self, plan: RunPlan, sink: StubSink | None = None) -> None:
         self.plan = plan
         self.env = env = simpy.Environment()
         # network draws, the same for every scheme (a shard: its own), taken in blocks
         self.rng = Uniforms(np.random.default_rng(
             [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard]))
-        self.out = EngineOutput(on_stub=plan.on_stub)
+        self.out = EngineOutput(on_stub=sink)
+        self.run_nodes = nodes = plan.instantiate()
+        # a calibration pre-run times node work with every reply computed
+        self.measure: dict[str, list[float]] | None = {} if plan.measure else None
+        if plan.measure:
+            for server in nodes.servers.values():
+                server.reply_memo = None
+        self.resolvers = nodes.resolvers
+        self.agents = nodes.dns_agents()
         self.traffic: dict[str, list[int]] = {}  # address -> tx/rx packets and bytes
-        self.servers = servers = plan.hierarchy.servers
+        self.servers = servers = nodes.servers
         self.busy: dict[str, float] = {}
         self.armed: dict[str, float] = {}  # address -> when its timer fires (the earliest)
         self.horizon = 0.0  # the latest deadline a node has had: a phase ends there at least
         self.port_of = {ip: AGENT_PORT for ip in plan.agents}
         self.port_of.update({ip: plan.dns_port for ip in plan.resolvers})
         self.sender: dict[str, tuple[str, int]] = {}
-        self.nodes: dict[str, RecursiveResolver | DnsAgent] = {**plan.resolvers,
-                                                              **plan.dns_agents()}
+        self.nodes: dict[str, RecursiveResolver | DnsAgent] = {**self.resolvers,
+                                                              **self.agents}
         self.ip_of = {role: ip for ip, role in plan.role_of.items()}
         self.done_events: dict[int, simpy.Event] = {}
-        self.faults = plan.faults
+        self.faults = nodes.faults
         self.code = plan.hierarchy.option_code
         self.role_of = plan.role_of
         self.one_way = plan.path.one_way
@@ -187,8 +196,8 @@ class DnsRun:
         self.base = {ip: ("agent", plan.agent_time) for ip in plan.agents}
         self.base.update({ip: ("resolver", plan.resolver_time) for ip in plan.resolvers})
         self.base.update({ip: ("server", plan.server_time) for ip in servers})
-        self.split_server = plan.server_semantic_time is not None or plan.measure is not None
-        self.split_stub = plan.resolver_stub_time is not None or plan.measure is not None
+        self.split_server = plan.server_semantic_time is not None or plan.measure
+        self.split_stub = plan.resolver_stub_time is not None or plan.measure
         # address -> (its server, its node, kind, processing time): deliver's lookups, once
         self.dest: dict[str, tuple[AuthoritativeServer | None,
                                    RecursiveResolver | DnsAgent | None, str, float]] = {}
@@ -361,7 +370,7 @@ class DnsRun:
         """``dst`` handles ``data`` once its queue reaches it (``server``: authoritative,
         else ``node``, a resolver or agent)."""
         now = self.env.now
-        measure = self.plan.measure
+        measure = self.measure
         t = perf_counter() if measure is not None else 0.0
         if server is not None:
             reply = server.handle(data, src, now, transport)
@@ -381,12 +390,13 @@ class DnsRun:
         send = self.send
         for msg in node.to_send():
             send(ip, msg.dst, msg.data, msg.transport, msg.reply, msg.step)
-        plan, out = self.plan, self.out
-        if ip in plan.resolvers:
-            out.add_walks(plan.resolvers[ip].pop_results())
+        out = self.out
+        resolver = self.resolvers.get(ip)
+        if resolver is not None:
+            out.add_walks(resolver.pop_results())
         else:
             done_events = self.done_events
-            for stub in plan.agents[ip].pop_done():
+            for stub in self.agents[ip].pop_done():
                 job = stub.tag
                 assert isinstance(job, Job)  # the tag go() asked with
                 out.add_stub(job, stub)
@@ -432,16 +442,17 @@ class DnsRun:
         """Agent ``ip`` sends ``job``'s query (its own processing is over)."""
         plan = self.plan
         t = perf_counter()
-        plan.agents[ip].ask(job, plan.requests[job.index], self.env.now)
-        if plan.measure is not None:
-            plan.measure.setdefault("agent", []).append(perf_counter() - t)
+        self.agents[ip].ask(job, plan.requests[job.index], self.env.now)
+        if self.measure is not None:
+            self.measure.setdefault("agent", []).append(perf_counter() - t)
         self.pump(ip)
 
     def run(self) -> EngineOutput:
         """K = 0 warming, then the workload (faults and churn on its clock) to the end."""
         plan, env, out = self.plan, self.env, self.out
+        nodes = self.run_nodes
         if plan.warm_services:
-            for ip, resolver in plan.resolvers.items():
+            for ip, resolver in self.resolvers.items():
                 for service in plan.warm_services:
                     resolver.warm(service, env.now)
                 self.pump(ip)
@@ -451,7 +462,8 @@ class DnsRun:
         if self.faults is not None:
             self.faults.start(t0)
         if plan.churn is not None:  # sim.build.churn: tools change at their workload times
-            for at, apply in plan.churn.timeline(plan):
+            for at, apply in plan.churn.timeline(nodes.servers, plan.hierarchy.zone_of, None,
+                                                 nodes.churn_applied):
                 self.timeout(t0 + at - env.now).callbacks.append(self.now_to(apply))
         replay(env, plan, self.ask, self.done_events, t0)
         self.settle()
@@ -460,6 +472,9 @@ class DnsRun:
         for ip, pool in self.dot_pools.items():  # DNS over TLS: still open at the end, closed
             if len(pool):
                 out.count(ip, "dot_closed", len(pool))
+        out.observe(nodes)
+        if self.measure is not None:
+            out.measured = self.measure
         return out
 
     def settle(self) -> None:
@@ -488,21 +503,23 @@ class HttpRun:
     registry (the app's ``searches()`` counter tells which requests searched).
     """
 
-    def __init__(self, plan: RunPlan) -> None:
+    def __init__(self, plan: RunPlan, sink: StubSink | None = None) -> None:
         from nodes.registry.server import RegistryServer
 
         self.plan = plan
         self.env = simpy.Environment()
         self.rng = Uniforms(np.random.default_rng(
             [plan.seed, 1] if plan.shard is None else [plan.seed, 1, plan.shard]))
-        self.out = EngineOutput(on_stub=plan.on_stub)
-        reg = plan.registry
+        self.out = EngineOutput(on_stub=sink)
+        self.run_nodes = nodes = plan.instantiate()
+        self.measure: dict[str, list[float]] | None = {} if plan.measure else None
+        reg = nodes.registry
         assert reg is not None  # run_simpy: a registry scheme
-        self.agents = plan.registry_agents()
+        self.agents = nodes.registry_agents()
         server = reg.server
         self.rip: str = reg.address
         self.tls = plan.tls
-        self.faults = plan.faults
+        self.faults = nodes.faults
         if self.faults is not None:
             self.faults.start(0.0)
         self.hosts = {registry_address(i): server if i == 0 else  # replicas share the app
@@ -635,8 +652,8 @@ class HttpRun:
         searches = self.searches
         searched = searches() if searches is not None else 0
         reply, _close = self.hosts[host].receive((ip, conn), data, self.env.now)
-        if self.plan.measure is not None:
-            self.plan.measure.setdefault("server", []).append(perf_counter() - t)
+        if self.measure is not None:
+            self.measure.setdefault("server", []).append(perf_counter() - t)
         if reply:
             d = self.one_way(host, ip, self.wire(len(reply)), 0.2)
             if searches is not None and searches() > searched:  # modelled search: delays
@@ -659,11 +676,14 @@ class HttpRun:
         self.pump(ip)
 
     def run(self) -> EngineOutput:
-        plan, env = self.plan, self.env
+        plan, env, nodes = self.plan, self.env, self.run_nodes
         if plan.churn is not None:  # sim.build.churn: the registry's index changes then
-            for at, apply in plan.churn.timeline(plan):
+            for at, apply in plan.churn.timeline({}, {}, nodes.registry, nodes.churn_applied):
                 self.later(at, apply, at)
         replay(env, plan, self.ask, self.done_events, 0.0)
         env.run()
         self.out.end_time = env.now
+        self.out.observe(nodes)
+        if self.measure is not None:
+            self.out.measured = self.measure
         return self.out

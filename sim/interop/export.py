@@ -4,7 +4,10 @@
 together or none), one ``<zone>.zone`` per zone (the root as ``root.zone``; text from
 ``nodes.authoritative.zonefile``) and three configuration fragments serving them as primary
 zones: ``nsd.conf``, ``knot.conf`` and ``named.conf``, each opening with a comment on how to
-use it. ``tooldns export-zones`` (sim/cli/export_zones.py) is its command.
+use it. ``tooldns export-zones`` (sim/cli/export_zones.py) is its command. A hierarchy whose servers
+sign (``sim.build.trust.sign_hierarchy``, ``--sign``) is written signed: each file holds what
+its server transfers (DNSKEY, the children's DS, an NSEC chain, RRSIGs), so the copies join
+the chain the trust anchor starts.
 
 The configurations name the files by absolute path inside double quotes, and the zones by
 name. A folder whose path could not be written safely into all three grammars (a double
@@ -65,13 +68,15 @@ class Export:
     files: list[str] = field(default_factory=list)
     zones: list[str] = field(default_factory=list)
     records: int = 0
+    signed: bool = False  # the files carry DNSSEC records (the servers sign)
     #: "zone Z: the SRV RRset at … needs at least N bytes, …"
     #: (``nodes.authoritative.zonefile.oversized``)
     warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        return (f"wrote {len(self.files)} files to {self.out}/: {len(self.zones)} zones, "
-                f"{self.records} records; {', '.join(CONFIGS)} load them")
+        return (f"wrote {len(self.files)} files to {self.out}/: {len(self.zones)} "
+                f"{'signed ' if self.signed else ''}zones, {self.records} records; "
+                f"{', '.join(CONFIGS)} load them")
 
 
 def zone_file_name(zone: str) -> str:
@@ -112,14 +117,16 @@ def export_zones(hierarchy: Hierarchy, out_dir: str | Path, source: str = "") ->
         check_zone(data)  # before its records are encoded (a bad name would break that)
         if (problem := _zone_name_problem(zone)) is not None:
             raise ZoneFileError(problem)
-        records = server.zone_records(zone)
+        signed = server.signer is not None
+        records = server.transfer_records(zone) if signed else server.zone_records(zone)
         warnings = oversized(records)
         if any(w.bind_refuses for w in warnings):
             too_big.append(zone)
         result.warnings += [f"zone {zone}: {w}" for w in warnings]
-        texts[zone] = master_file(data, source, records, warnings)
+        texts[zone] = master_file(data, source, records, warnings, signed)
         result.zones.append(zone)
-        result.records += len(records) + len(walk_records(data))
+        result.records += len(records) + (0 if signed else len(walk_records(data)))
+        result.signed = signed
     configs = {"nsd.conf": nsd_conf(result.zones, where), "knot.conf": knot_conf(
         result.zones, where), "named.conf": named_conf(result.zones, where, too_big)}
     with Staging(out) as staging:

@@ -9,8 +9,9 @@ and reads back the JSON the child writes. Inside (:func:`inside_main`, then
 resolver a few sessions (a freshly started resolver, so its cache is cold) of stub queries
 (:mod:`sim.interop.probe`); cold (first intent, fresh resolver), warm (a second intent of
 the same service) and repeated (the first intent again), against our aware resolver on the
-same probes; and ten intents whose top K, as each recursor relays it, is checked against
-the ranking the leaf itself answered.
+same probes; ten intents whose top K, as each recursor relays it, is checked against the
+ranking the leaf itself answered; and, signed, the recursors' proofs of NXDOMAIN and NODATA
+and their DS and DNSKEY answers.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from sim.interop.probe import (
     Window,
     ask,
     cursor_body,
+    denial_body,
     leaf_ranking,
     plain_body,
     qname_body,
@@ -237,6 +239,8 @@ async def _resolver(ctx: Context, spec: Spec, variant: str, results: dict[str, A
     else:
         bodies = [("dnssec", plain_body(ctx, do=True)),
                   ("dnssec-qname", qname_body(ctx, do=True, follow=False))]
+        if spec.kind == "recursor":  # a proxy's backend is our resolver: no denial checks
+            bodies.append(("dnssec-denial", denial_body(ctx)))
     for label, body in bodies:
         if not await session(ctx, spec, variant, label, body, vres):
             break

@@ -8,12 +8,13 @@
   the option returns the aware resolver's targets), ``qname walk`` (the intent in the QNAME,
   :func:`nodes.dns.wire.intent_qname`, no option: CNAMEs down the tree to the leaf's top-K
   SRV), ``expanded SRV`` (``_mcp._tcp.<leaf>.``: the leaf's whole RRset), ``A`` (a tool
-  target's address), ``DNSSEC`` (AD on a DO query for a target and for the qname walk) and
-  ``rank order`` (:func:`rank_body`: ten qname walks with K = 5; does the leaf's ranking
-  survive, read from SRV priority, and did the RRset order?). The bodies (``cursor_body``
-  …) group them; :func:`session` runs one group through a freshly started resolver (cold
-  cache). :func:`leaf_ranking` asks the servers themselves for an intent name's answer,
-  the ranking the resolvers are checked against.
+  target's address), ``DNSSEC`` (AD on a DO query for a target and for the qname walk),
+  ``DNSSEC denial`` (:func:`denial_body`: NXDOMAIN and NODATA proven, DS and DNSKEY
+  answered, each with AD) and ``rank order`` (:func:`rank_body`: ten qname walks with
+  K = 5; does the leaf's ranking survive, read from SRV priority, and did the RRset
+  order?). The bodies (``cursor_body`` …) group them; :func:`session` runs one group
+  through a freshly started resolver (cold cache). :func:`leaf_ranking` asks the servers
+  themselves for an intent name's answer, the ranking the resolvers are checked against.
 * Cost (:func:`upstream_cost`): each probe's upstream queries, bytes (IP, both directions)
   and packets, from the capture, by the resolver's source address and the probe's window.
 """
@@ -57,6 +58,7 @@ class Answer:
     srv: list[str] = field(default_factory=list)  # SRV targets (lower case, absolute)
     priority: list[int] = field(default_factory=list)  # their SRV priorities, same order
     a: list[str] = field(default_factory=list)  # A rdata in the answer section
+    types: list[str] = field(default_factory=list)  # types in the answer section, in order
     additional_a: dict[str, str] = field(default_factory=dict)  # target -> address
     error: str = ""
     seconds: float = 0.0
@@ -114,6 +116,9 @@ async def ask(server: str, qname: str, qtype: str, option: tuple[int, bytes] | N
     out.rcode = dns.rcode.to_text(reply.rcode())
     out.ad = bool(reply.flags & dns.flags.AD)
     for rrset in reply.answer:
+        kind = dns.rdatatype.to_text(rrset.rdtype)
+        if kind not in out.types:
+            out.types.append(kind)
         for rd_ in rrset:
             if rrset.rdtype == dns.rdatatype.CNAME:
                 out.cnames.append(rd_.target.to_text().lower())
@@ -421,6 +426,29 @@ def plain_body(ctx: Context, do: bool = False) -> Callable[[Prober], Any]:
     async def body(p: Prober) -> None:
         await p.probe("A", ctx.target, "A", do=do)
         await p.probe("expanded SRV", expanded_name(SERVICE, ctx.leaf), "SRV", do=do)
+    return body
+
+
+#: a label no zone holds: the NXDOMAIN probes' names start with it
+NX_LABEL = "no-such-tool"
+
+
+def denial_probes(ctx: Context) -> list[tuple[str, str, str]]:
+    """(probe, name, type) of the denial probes: a name missing from a leaf and one below
+    the empty non-terminal ``_tcp.tools.`` (NXDOMAIN), a type missing at a tool target
+    (NODATA), the leaf's DS (from its parent) and its DNSKEY."""
+    return [("NXDOMAIN", f"{NX_LABEL}.{ctx.leaf}", "A"),
+            ("NXDOMAIN below an empty non-terminal", f"{NX_LABEL}._tcp.tools.", "A"),
+            ("NODATA", ctx.target, "AAAA"),
+            ("DS", ctx.leaf, "DS"),
+            ("DNSKEY", ctx.leaf, "DNSKEY")]
+
+
+def denial_body(ctx: Context) -> Callable[[Prober], Any]:
+    """The DNSSEC denial probes (:func:`denial_probes`), each with DO."""
+    async def body(p: Prober) -> None:
+        for key, name, qtype in denial_probes(ctx):
+            await p.probe(key, name, qtype, do=True)
     return body
 
 

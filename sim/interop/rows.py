@@ -17,7 +17,12 @@ from typing import Any
 from sim.interop.probe import by_priority, minimised
 
 ROWS = ("option forwarded", "cursor walk", "qname walk", "expanded SRV", "A", "DNSSEC",
-        "rank order")
+        "DNSSEC denial", "rank order")
+#: the denial probes (sim.interop.probe.denial_probes): expected RCODE and answer type
+DENIAL = {"NXDOMAIN": ("NXDOMAIN", None),
+          "NXDOMAIN below an empty non-terminal": ("NXDOMAIN", None),
+          "NODATA": ("NOERROR", None), "DS": ("NOERROR", "DS"),
+          "DNSKEY": ("NOERROR", "DNSKEY")}
 
 _QUIRK = re.compile(r"error|fail|refus|lame|bogus|badvers|formerr|bailiwick|denied|warn|"
                     r"not allowed|insecure|servfail|validat|ignor|dnssec|unable|cannot|"
@@ -128,6 +133,8 @@ def _rows(row: dict, ref: dict, i1: str, i2: str, meta: dict) -> dict:
     rows["qname walk"] = _qname_row(pr, bad, ref, i1, i2)
     rows |= _plain_rows(pr, bad, meta)
     rows["DNSSEC"] = _dnssec_row(row["variants"].get("dnssec"), ref, i1, meta)
+    rows["DNSSEC denial"] = _denial_row(row["variants"].get("dnssec"),
+                                        row.get("kind") == "proxy")
     rows["rank order"] = _rank_row(pr, bad, meta)
     return rows
 
@@ -283,4 +290,32 @@ def _dnssec_row(sec: dict | None, ref: dict, i1: str, meta: dict) -> dict:
     if e is not None:
         bits.append(f"expanded SRV: {_answer_text(e)}"
                     f"{' AD' if e['answer'].get('ad') else ' no AD'}")
+    return _cell(ok, "; ".join(bits))
+
+
+def _denial_row(sec: dict | None, proxy: bool) -> dict:
+    """``DNSSEC denial``: NXDOMAIN (also below an empty non-terminal) and NODATA validated
+    (the RCODE, AD, nothing in the answer), the leaf's DS and DNSKEY answered with AD."""
+    if proxy:
+        return _cell(None, "not asked: behind the proxy is our resolver, which validates "
+                           "answers and delegations but no denial of existence")
+    bad = _failed(sec, "dnssec")
+    sp = sec["probes"] if sec and not bad else {}
+    if bad and not sp:
+        return bad
+    ok, bits = True, []
+    for key, (rcode, kind) in DENIAL.items():
+        p = sp.get(key)
+        if p is None:
+            ok = False
+            bits.append(f"{key}: not measured")
+            continue
+        a = p["answer"]
+        types = [t for t in a.get("types", []) if t != "RRSIG"]
+        good = (not a.get("error") and a.get("rcode") == rcode and bool(a.get("ad"))
+                and (types == [kind] if kind else not types))
+        ok = ok and good
+        bits.append(f"{key}: {a.get('error') or a.get('rcode')}"
+                    f"{' ' + ','.join(types) if types else ''}"
+                    f"{' AD' if a.get('ad') else ' no AD'}")
     return _cell(ok, "; ".join(bits))

@@ -48,7 +48,7 @@ from nodes.scoring import (
     default_encoder,
     make_scorer,
 )
-from sim.evalspec import DEFAULT_METHODS, POLICIES, grail_options
+from sim.evalspec import DEFAULT_METHODS, POLICIES, grail_options, walk_settings
 from sim.retrieval.adapter import AdapterIndex
 from sim.retrieval.flat import FlatIndex
 from sim.retrieval.grail import GrailIndex
@@ -56,7 +56,7 @@ from sim.retrieval.hierarchy import InProcessHierarchy
 from sim.retrieval.llm import LLMClient
 from sim.retrieval.ranked import Ranked
 from sim.retrieval.tiered import TieredIndex
-from sim.retrieval.tierspec import tiered_options
+from sim.tierspec import tiered_options
 from topologies.datasets import Row, canonical_id
 from topologies.encoders import disk_cached_encoder, save_encoder_cache
 from topologies.learned import pseudo_vectors
@@ -268,21 +268,21 @@ def _flat_log(ev: Evaluator, method: str, parts: list[str]) -> Runner | None:
 
 
 def _tooldns(ev: Evaluator, method: str, parts: list[str]) -> Runner | None:
+    """``tooldns:S[:B[:WAY]]``: the resolver's walk, WAY a search or merge policy it names
+    (:func:`sim.evalspec.walk_settings`)."""
     if len(parts) not in (2, 3, 4):
         return None
     beam = int(parts[2]) if len(parts) >= 3 else 1
-    merge = parts[3] if len(parts) == 4 else "rr"
+    way = walk_settings(parts[3] if len(parts) == 4 else "auto")
     hier = ev.hierarchy(parts[1])
-    if merge == "global":
-        return lambda q, k: hier.global_walk(q.text, q.service, k, beam)
-    return lambda q, k: hier.walk(q.text, q.service, k, beam, merge=merge)
+    return lambda q, k: hier.walk(q.text, q.service, k, beam, **way)
 
 
 def _a2x(ev: Evaluator, method: str, parts: list[str]) -> Runner | None:
     if len(parts) != 3 or parts[2] not in POLICIES:
         return None
     hier = ev.hierarchy(parts[1])
-    return lambda q, k: hier.descend(q.text, q.service, k, parts[2])
+    return lambda q, k: hier.walk(q.text, q.service, k, search=f"a2x-{parts[2]}")
 
 
 def _grail(ev: Evaluator, method: str, parts: list[str]) -> Runner | None:

@@ -1,4 +1,6 @@
-"""ToolDNS and A2X over a namespace in process: the servers' rankings without the network.
+"""ToolDNS and A2X over a namespace in process: the servers' rankings without the network,
+walked by the resolver's own policy (:class:`nodes.resolver.merge.Descent` for each level,
+its merge table for the leaves' lists), so there is one walk to change.
 
 * ``tooldns:SCORER[:B]`` — the ToolDNS walk, top-1 (B = 1) or beam B, with the very rankings
   the authoritative servers compute (children by their summary, leaf tools by
@@ -8,12 +10,13 @@
   memory). ``tooldns:SCORER:B:score`` merges the reached leaves' lists by the tools' scores
   instead, and ``tooldns:SCORER:B:global`` keeps the best B children of each level over all
   zones (resolver ``merge="score"`` and ``search="global"``: the servers send their scores
-  in the scores option). With ``taxonomy.centroids`` every zone carries one mean tool
-  embedding per service and parents route a query by cosine with the centroid of its
-  service (dense scorer). With ``taxonomy.representatives`` N > 0 every zone carries N
-  representative tools (k-means medoids of its subtree) and parents score a child by its
-  best representative (MaxSim), as ``nodes.authoritative.server`` does with
-  ``Delegation.representatives``; every representative scored counts in C(q).
+  in the scores option); the suffix is any merge policy or search the resolver names.
+  With ``taxonomy.centroids`` every zone carries one mean tool embedding per service and
+  parents route a query by cosine with the centroid of its service (dense scorer). With
+  ``taxonomy.representatives`` N > 0 every zone carries N representative tools (k-means
+  medoids of its subtree) and parents score a child by its best representative (MaxSim),
+  as ``nodes.authoritative.server`` does with ``Delegation.representatives``; every
+  representative scored counts in C(q).
 * ``a2x:SCORER:POLICY`` — A2X progressive multi-branch descent, as the resolver's
   ``search="a2x-POLICY"`` walks it: at every node the server's top-K children (what it
   refers, with their scores in the scores option) are selected from by ``get_one`` (the
@@ -28,9 +31,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from nodes.resolver.merge import round_robin, score_merge, select, wire_score
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.merge import Descent, wire_score
 from nodes.scoring import (
     Ranker,
     ScoreIndex,
@@ -133,74 +135,42 @@ class InProcessHierarchy:
             tally.tokens += self.summary_tokens(zone, eligible) + approx_tokens(intent)
         return rank, kids, eligible, index
 
-    def walk(self, intent: str, service: str, k: int, beam: int = 1,
-             start: str = TLD, merge: str = "rr") -> Ranked:
-        """The resolver's Algorithm 1 with beam ``beam`` (see ``nodes.resolver.walk``).
-
-        ``merge="score"`` merges the leaves' lists by the tools' scores instead of
-        round-robin (resolver ``merge="score"``)."""
+    def walk(self, intent: str, service: str, k: int, beam: int = 1, search: str = "split",
+             merge: str = "auto", start: str = TLD) -> Ranked:
+        """The resolver's walk with beam ``beam``, ``search`` and ``merge`` (the resolver's
+        own names: ``ResolverConfig.search`` and ``merge``), over the servers' rankings:
+        each level narrowed by the resolver's :class:`nodes.resolver.merge.Descent`, the
+        reached leaves' lists merged by its merge policy. A scored search (global, A2X)
+        ranks each zone's top-K children with the scores the servers send (float32, as
+        the scores option carries them); leaves send scores when the merge uses them."""
+        config = ResolverConfig(beam=beam, search=search, merge=merge)
+        descent = Descent(config.search, config.beam)
+        scores = config.merges_by_score
         tally = _Tally()
-        branches = [(start, max(1, beam))]
+        branches: list[tuple[str, int]] = [(start, descent.width)]
         while branches:
             nxt: list[tuple[str, int]] = []
+            pool: list[tuple[str, float]] = []
             for zone, width in branches:
                 if self.is_leaf(zone):
-                    self._leaf(zone, service, intent, k, tally, merge == "score")
+                    self._leaf(zone, service, intent, k, tally, scores)
                     continue
-                rank, kids, eligible, _ = self._inner(zone, service, intent, tally)
-                chosen = rank(intent, k, eligible) if eligible else []
-                picked = [kids[i] for i in chosen][:width]
-                nxt += [(c, width // len(picked) + int(i < width % len(picked)))
-                        for i, c in enumerate(picked)]
-            branches = nxt
-        return tally.ranked(k, by_score=merge == "score")
-
-    def global_walk(self, intent: str, service: str, k: int, beam: int) -> Ranked:
-        """Level-wise global beam, as the resolver's ``search="global"`` walks it with the
-        servers' scores option: every frontier zone refers its top-K children with their
-        scores, the best ``beam`` of all are kept; the reached leaves' tools are merged by
-        score."""
-        tally = _Tally()
-        frontier = [TLD]
-        while frontier:
-            cands: list[tuple[float, int, str]] = []
-            for zone in frontier:
-                if self.is_leaf(zone):
-                    self._leaf(zone, service, intent, k, tally, True)
-                    continue
-                _, kids, eligible, index = self._inner(zone, service, intent, tally)
+                rank, kids, eligible, index = self._inner(zone, service, intent, tally)
                 if not eligible:
                     continue
-                top, sc = scored_top_k(index, intent, k, eligible)
-                cands += [(-wire_score(x), len(cands) + j, kids[i])  # what the server refers
-                          for j, (i, x) in enumerate(zip(top, sc, strict=True))]
-            frontier = [z for *_, z in sorted(cands)[: max(1, beam)]]
-        return tally.ranked(k, by_score=True)
+                if descent.scored:  # what the server refers, with its scores
+                    top, sc = scored_top_k(index, intent, k, eligible)
+                    referred: list[str] | list[tuple[str, float]] = [
+                        (kids[i], wire_score(x)) for i, x in zip(top, sc, strict=True)]
+                else:
+                    referred = [kids[i] for i in rank(intent, k, eligible)]
+                nxt += descent.step(referred, width, pool)
+            branches = nxt + descent.end(pool)
+        return tally.ranked(k, config)
 
     def leaf_index(self, zone: str, service: str) -> ScoreIndex:
         """The score index of a leaf's tools of ``service``."""
         return self.leaf(zone, service)[2]
-
-    def descend(self, intent: str, service: str, k: int, policy: str) -> Ranked:
-        """A2X progressive multi-branch descent with a child selection policy, over the
-        top-K children each zone refers (float32 scores, as the scores option carries
-        them), as the resolver's ``search="a2x-POLICY"`` walks it."""
-        tally = _Tally()
-        frontier = [TLD]
-        while frontier:
-            nxt: list[str] = []
-            for zone in frontier:
-                if self.is_leaf(zone):
-                    self._leaf(zone, service, intent, k, tally, False)
-                    continue
-                _, kids, eligible, index = self._inner(zone, service, intent, tally)
-                if not eligible:
-                    continue
-                top, sc = scored_top_k(index, intent, k, eligible)  # what the server refers
-                scores = np.array([wire_score(x) for x in sc], dtype=np.float64)
-                nxt += [kids[top[i]] for i in select(scores, policy)]
-            frontier = nxt
-        return tally.ranked(k, by_score=False)
 
 
 @dataclass
@@ -214,11 +184,11 @@ class _Tally:
     tools_examined: int = 0
     tokens: int = 0
 
-    def ranked(self, k: int, by_score: bool) -> Ranked:
+    def ranked(self, k: int, config: ResolverConfig) -> Ranked:
+        """The reached leaves' lists merged by the resolver's merge policy (with the
+        leaves' scores when it merges by score; a leaf that sent none scores -inf)."""
         lists = [[canonical_id(t) for t in self.results[z]] for z in self.order]
-        if by_score:  # a leaf that sent no scores (none here: every leaf does) scores 0
-            scores = [self.scored.get(z, [0.0] * len(self.results[z])) for z in self.order]
-            merged = score_merge(lists, scores, k)
-        else:
-            merged = round_robin(lists, k)
+        scores = ([self.scored.get(z, [float("-inf")] * len(self.results[z]))
+                   for z in self.order] if config.merges_by_score else None)
+        merged = config.merge_policy(lists, scores, k)
         return Ranked(merged, self.examined, self.tools_examined, self.tokens, self.order)

@@ -23,6 +23,7 @@ It can be told to misbehave, once per queued fault, in order (``--fail`` or
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import re
 import threading
@@ -48,7 +49,18 @@ FAULTS: dict[str, str] = {
     "huge": "a reply larger than --huge-bytes, with its Content-Length",
     "huge-stream": "a reply larger than --huge-bytes, without a Content-Length",
     "drop": "the connection closed without a reply",
+    # hostile endpoints (a client must not leak its key to them, nor wait on them forever)
+    **{code: f"HTTP {code} to --redirect-to (another host)"
+       for code in ("301", "302", "303", "307", "308")},
+    "echo-401": "HTTP 401 whose text body echoes the request's headers (Authorization too)",
+    "echo-500": "HTTP 500 whose JSON error echoes the request's headers",
+    "echo-text": "HTTP 200 with a body that is not JSON and echoes the request's headers",
+    "echo-error": "HTTP 200 with a JSON error echoing the request's headers",
+    "echo-answer": "an answer that echoes the request's headers",
+    "trickle": "a quick status line and headers, then the body one byte per --trickle-seconds",
+    "trickle-head": "the whole reply, status line first, one byte per --trickle-seconds",
 }
+REDIRECTS = frozenset({"301", "302", "303", "307", "308"})
 
 NAME = "stand-in"
 LABEL_MARKER = "Name this group of tools"  # topologies.llmlabels.LABEL_PROMPT starts so
@@ -154,7 +166,33 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, doc: object, headers: Sequence[tuple[str, str]] = ()) -> None:
         self._send(status, json.dumps(doc).encode(), headers)
 
+    def _echo(self) -> str:
+        """The request's headers, one per line, as a careless server would echo them (the
+        credential it objects to first)."""
+        items = sorted(self.headers.items(), key=lambda kv: kv[0].lower() != "authorization")
+        return "".join(f"{k}: {v}\n" for k, v in items)
+
+    def _trickle(self, status: int, body: bytes, head_too: bool) -> None:
+        """A reply written one byte per ``trickle_seconds`` (the head at once unless
+        ``head_too``); stops when the client goes away or the server stops."""
+        owner = self.server.owner
+        head = (f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+        self.close_connection = True
+        try:
+            if not head_too:
+                self.wfile.write(head)
+                self.wfile.flush()
+            for byte in (head + body if head_too else body):
+                if owner.stopping.wait(owner.trickle_seconds):
+                    return
+                self.wfile.write(bytes((byte,)))
+                self.wfile.flush()
+        except OSError:  # the client gave up
+            return
+
     def do_GET(self) -> None:
+        self.server.owner.saw(self)
         if self.path.rstrip("/").endswith("/models"):
             self._json(200, {"object": "list", "data": [{"id": NAME, "object": "model",
                                                          "owned_by": "tooldns-testbed"}]})
@@ -163,6 +201,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         owner = self.server.owner
+        owner.saw(self)
         try:
             size = int(self.headers.get("Content-Length") or 0)
             doc = json.loads(self.rfile.read(size) or b"null")
@@ -194,6 +233,24 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "drop":
             self.close_connection = True
             self.connection.close()
+            return
+        if fault in REDIRECTS:
+            self.close_connection = True
+            self._send(int(fault), b"", [("Location", owner.redirect_to or "/")])
+            return
+        if fault == "echo-401":
+            self._send(401, f"unauthorized; you sent:\n{self._echo()}".encode())
+            return
+        if fault in ("echo-500", "echo-error"):
+            doc = {"error": {"message": f"cannot serve a request with headers {self._echo()}"}}
+            self._json(500 if fault == "echo-500" else 200, doc)
+            return
+        if fault == "echo-text":
+            self._send(200, f"<html>request headers:\n{self._echo()}</html>".encode())
+            return
+        if fault in ("trickle", "trickle-head"):
+            body = json.dumps(completion(answer(prompt), prompt)).encode()
+            self._trickle(200, body, head_too=fault == "trickle-head")
             return
         if fault in ("500", "503", "400"):
             self._json(int(fault), {"error": {"message": f"stand-in fault {fault}"}})
@@ -229,6 +286,8 @@ class _Handler(BaseHTTPRequestHandler):
             content = f"<think>The user wants 1, 2 and 3.</think>\n{content}"
         elif fault == "junk":
             content = "I am not able to help with that request."
+        elif fault == "echo-answer":
+            content = f"{content}\n(you sent {self._echo()})"
         self._json(200, completion(content, prompt))
 
 
@@ -241,20 +300,26 @@ class StandIn:
     """The stand-in server (not a model): ``url`` is its ``…/v1`` base URL once started.
 
     ``requests`` keeps every chat request body received and ``auth`` each one's
-    Authorization header (tests check what the client sends)."""
+    Authorization header (tests check what the client sends); ``seen`` every request's
+    method, path and Authorization header, whatever it asked for. ``host`` may be any loopback
+    address (127.0.0.2 is "another host" for a redirect)."""
 
     def __init__(self, port: int = 0, faults: Iterable[str] = (), slow_seconds: float = 2.0,
                  huge_bytes: int = 8 * 1024 * 1024, host: str = "127.0.0.1",
-                 verbose: bool = False) -> None:
-        if host not in ("127.0.0.1", "localhost", "::1"):
+                 verbose: bool = False, redirect_to: str | None = None,
+                 trickle_seconds: float = 1.0) -> None:
+        if not _loopback(host):
             raise ValueError("the stand-in listens on loopback only (127.0.0.1)")
         self.host = host
         self.port = port
         self.slow_seconds = slow_seconds
         self.huge_bytes = huge_bytes
+        self.redirect_to = redirect_to
+        self.trickle_seconds = trickle_seconds
         self.verbose = verbose
         self.requests: list[dict] = []
         self.auth: list[str | None] = []
+        self.seen: list[tuple[str, str, str | None]] = []
         self.stopping = threading.Event()
         self._faults: deque[str] = deque()
         self._lock = threading.Lock()
@@ -276,6 +341,11 @@ class StandIn:
         with self._lock:
             self._faults.extend(faults)
 
+    def clear(self) -> None:
+        """Drop the faults still queued."""
+        with self._lock:
+            self._faults.clear()
+
     def pending(self) -> tuple[str, ...]:
         with self._lock:
             return tuple(self._faults)
@@ -283,6 +353,11 @@ class StandIn:
     def next_fault(self) -> str | None:
         with self._lock:
             return self._faults.popleft() if self._faults else None
+
+    def saw(self, handler: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.seen.append((handler.command, handler.path,
+                              handler.headers.get("Authorization")))
 
     def record(self, body: dict, auth: str | None) -> None:
         with self._lock:
@@ -312,6 +387,15 @@ class StandIn:
         self.stop()
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python3 -m sim.retrieval.standin",
@@ -324,12 +408,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--slow-seconds", type=float, default=2.0, help="delay of a slow fault")
     p.add_argument("--huge-bytes", type=int, default=8 * 1024 * 1024,
                    help="padding of a huge fault")
+    p.add_argument("--redirect-to", metavar="URL", help="where a redirect fault points")
+    p.add_argument("--trickle-seconds", type=float, default=1.0,
+                   help="seconds per byte of a trickle fault")
+    p.add_argument("--host", default="127.0.0.1", help="a loopback address to listen on")
     p.add_argument("--verbose", action="store_true", help="log every request")
     args = p.parse_args(argv)
     faults = [f for f in args.fail.split(",") if f]
     try:
-        server = StandIn(args.port, faults, args.slow_seconds, args.huge_bytes,
-                         verbose=args.verbose).start()
+        server = StandIn(args.port, faults, args.slow_seconds, args.huge_bytes, args.host,
+                         verbose=args.verbose, redirect_to=args.redirect_to,
+                         trickle_seconds=args.trickle_seconds).start()
     except (ValueError, OSError) as exc:
         p.error(str(exc))
     print(f"stand-in (not a model) serving {server.url}/chat/completions", flush=True)

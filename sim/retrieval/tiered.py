@@ -45,7 +45,7 @@ import numpy as np
 
 from nodes.scoring import Encoder, approx_tokens, tokenize
 from sim.retrieval.ranked import Ranked
-from sim.retrieval.tierspec import DOMAIN_TERMS, TIERED_PAPER, TieredOptions
+from sim.tierspec import DOMAIN_TERMS, TIERED_PAPER, TieredOptions
 from topologies.datasets import Row, canonical_id
 from topologies.namespace import Namespace
 

@@ -12,18 +12,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sim.build.faults import FaultPlan
+from sim.build.faults import FaultState
 from sim.scenario import Scenario
 
 
 def fault_report(sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
-                 base: pd.DataFrame | None, plans: dict[str, FaultPlan | None],
+                 base: pd.DataFrame | None, plans: dict[str, FaultState | None],
                  streak: int = 5) -> tuple[pd.DataFrame, dict]:
     """Add ``during_fault`` to the records and summarise, per scheme: success (overall,
     during and outside faults) and over time, latency and retries against the fault-free
     ``base`` run (same queries), stale answers served, packets the faults dropped, time
     to recover after each restart (first packet the node gets; first query from which
-    ``streak`` in a row succeed) and load per replica."""
+    ``streak`` in a row succeed) and load per replica. ``plans``: per scheme, what its run's
+    faults did (the schedule as its engine output reported it)."""
     assert sc.faults is not None
     width = sc.faults.bin
     df = df.copy()
@@ -94,7 +95,7 @@ def fault_report(sc: Scenario, df: pd.DataFrame, load: pd.DataFrame,
     return df, out
 
 
-def _recovery(plan: FaultPlan, g: pd.DataFrame, times: pd.Series, streak: int,
+def _recovery(plan: FaultState, g: pd.DataFrame, times: pd.Series, streak: int,
               used: set[str]) -> list[dict]:
     restarts = [r for r in plan.recovery() if r["address"] in used]
     order = times.sort_values()

@@ -1,5 +1,5 @@
 """The record writer of one scheme's run (:class:`Recorder`): the sink the runner hands the
-engine through ``RunPlan.on_stub``.
+engine with the plan (the engine's second argument).
 
 Streaming (the default): each finished discovery becomes its row the moment it ends; the
 row goes to the run's :class:`sim.run.spool.RecordSpool` and :class:`sim.run.summary.Tally`,
@@ -148,7 +148,7 @@ class Recorder:
         if 0 in self._recorded:  # some job never finished (a C scan, not 10^6 jobs made)
             for job in plan.jobs:
                 if not self._recorded[job.index]:
-                    self._missing_row(job)
+                    self._missing_row(job, output)
         if self.stream:
             output.stubs.clear()
             output.walks.clear()
@@ -170,7 +170,7 @@ class Recorder:
         row = query_record(self.sc, self.engine, scheme, job, stub, walks, lk.target_ids,
                            self.plan.hierarchy.zone_of, lk.candidates, self._dot)
         if self.sc.agents.session is not None:  # the session layer's columns
-            row.update(session_columns(self.plan.agents[agent_ip], job))
+            row.update(session_columns(output.sessions.get(agent_ip), job))
         self._add(job, row)
 
     def _registry_row(self, job: Job, res: RegistryResult | None) -> None:
@@ -183,13 +183,15 @@ class Recorder:
             row.update(session_columns(None, job))
         self._add(job, row)
 
-    def _missing_row(self, job: Job) -> None:
+    def _missing_row(self, job: Job, output: EngineOutput) -> None:
         if isinstance(self.scheme, RegistryScheme):
             self._registry_row(job, None)
             return
         stub = StubResult(tag=job, request=self.plan.requests[job.index], sent=0.0,
                           rcode="", error="not completed")
-        self._dns_row(job, stub, EngineOutput(), self.plan.agent_order[job.agent], take=False)
+        # no walk of the output is this job's; its agent's session state is
+        self._dns_row(job, stub, EngineOutput(sessions=output.sessions),
+                      self.plan.agent_order[job.agent], take=False)
 
 
 def _arrived(output: EngineOutput, key: Key, stub: StubResult) -> bool:

@@ -1,8 +1,9 @@
 """Tidy records of a run: one row per discovery (the per-query columns, DNS and registry
 schemes alike, plus the session layer's) and one row per node (its load).
 
-Records carry only what the engine observed and the namespace says; every engine returns
-the same :class:`sim.engines.base.EngineOutput`, so records never depend on the engine.
+Records carry only what the engine observed (its :class:`sim.engines.base.EngineOutput`)
+and what the plan and namespace say as built (addresses, zones, requests); every engine
+returns the same output, so records never depend on the engine.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from dataclasses import dataclass
 
 from mypy_extensions import mypyc_attr
 
-from nodes.agent.session import SessionAgent
+from nodes.agent.session import JobInfo
 from nodes.agent.stub import StubResult
 from nodes.dns.wire import parse_intent_qname
-from nodes.registry.base import Routes
 from nodes.registry.client import HttpStep, RegistryResult
 from nodes.resolver.types import DiscoveryResult
 from sim.accounting import (
@@ -43,13 +43,14 @@ SESSION_COLUMNS = ("session", "session_hit", "tools_in_context", "context_tokens
                    "fallback_delay_ms")
 
 
-def session_columns(agent: object, job: Job) -> dict:
-    """A record's session columns (zeros for a scheme without sessions). The registry
-    fallback's bytes, packets and delay are MODELLED (not carried by the engine); its
-    delay is part of ``latency_ms``."""
-    info = agent.info.get(job.index) if isinstance(agent, SessionAgent) else None
+def session_columns(jobs: Mapping[int, JobInfo] | None, job: Job) -> dict:
+    """A record's session columns from what the agent's session did per job (``jobs``, the
+    output's ``sessions`` entry of the agent; None: the agent has no session, zeros). The
+    registry fallback's bytes, packets and delay are MODELLED (not carried by the engine);
+    its delay is part of ``latency_ms``."""
+    info = jobs.get(job.index) if jobs is not None else None
     if info is None:
-        return {"session": isinstance(agent, SessionAgent),
+        return {"session": jobs is not None,
                 **{c: "" if c == "fallback" else False if c in ("session_hit",
                                                                 "redundant_search") else 0
                    for c in SESSION_COLUMNS[1:]}}
@@ -262,11 +263,12 @@ def take_walks(output: EngineOutput, agent_ip: str, stub: StubResult) -> list[Di
 
 def load_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
                  output: EngineOutput, network: Network) -> list[dict]:
-    """One row per node that sent or received: packets, bytes, and what it answered."""
+    """One row per node that sent or received: packets, bytes, and what it answered (the
+    servers' and registry's counters as the output reports them)."""
     rows = []
     zone_of = plan.hierarchy.zone_of
     for ip, counters in sorted(output.load.items()):
-        server = plan.hierarchy.servers.get(ip)
+        server = output.servers.get(ip)
         role = network.role_of.get(ip, "")
         row = {"scenario": sc.name, "engine": engine, "scheme": scheme.name, "seed": sc.seed,
                "node": ip, "role": role.split(":")[0], "zone": zone_of.get(ip, ""),
@@ -274,13 +276,10 @@ def load_records(sc: Scenario, engine: str, scheme: SchemeSpec, plan: RunPlan,
                                                    "tx_bytes")}}
         if plan.registry is not None and ip == plan.registry.address:
             row["role"] = "registry"
-            server_ = plan.registry.server
-            app = server_.app
-            assert isinstance(app, Routes)  # every kind in REGISTRIES is a Routes app
-            app_stats = app.stats
-            row.update({f"http_{k}": v for k, v in sorted({**server_.stats, **app_stats}.items())})
+            counts = {**output.registry.get("server", {}), **output.registry.get("app", {})}
+            row.update({f"http_{k}": v for k, v in sorted(counts.items())})
         if server is not None:
-            stats = server.stats.counts
+            stats = server
             row.update({k: stats.get(k, 0) for k in ("semantic", "referral", "standard",
                                                      "nxdomain", "nodata", "formerr",
                                                      "packet_cache_hit")})

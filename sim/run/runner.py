@@ -2,11 +2,16 @@
 an engine (:func:`run_scheme`) and turn what happened into records, a summary and the
 output folder.
 
-Records are made as discoveries finish (:class:`sim.run.recorder.Recorder`, the plan's
-``on_stub``) and spooled to disk (:class:`sim.run.spool.RecordSpool`, a hidden folder in
-the output folder, or a temporary one without ``write``); the summary is counted as they
-come (:class:`sim.run.summary.Tally`). Only what needs every record at once (churn, faults,
-trust, sessions, packet capture) reads them back as one frame.
+Each scheme's plan is built complete (:func:`sim.build.plan.make_plan`, with what the run
+measured or decided: calibrated processing, churn, capture) and never changed; the engine
+returns everything it observed in one :class:`sim.engines.base.EngineOutput`, and the
+records, node table and reports are made from that output alone.
+
+Records are made as discoveries finish (:class:`sim.run.recorder.Recorder`, the sink the
+engine is given with the plan) and spooled to disk (:class:`sim.run.spool.RecordSpool`, a
+hidden folder in the output folder, or a temporary one without ``write``); the summary is
+counted as they come (:class:`sim.run.summary.Tally`). Only what needs every record at once
+(churn, faults, trust, sessions, packet capture) reads them back as one frame.
 """
 
 from __future__ import annotations
@@ -27,20 +32,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.files import Staging, check_output, output_dir
+from analysis.files import OutputLock, Staging, check_output, output_dir
 from sim.accounting import dot_port
 from sim.build.churn import ChurnSchedule
-from sim.build.faults import FaultPlan
+from sim.build.faults import FaultState
 from sim.build.hierarchy import Hierarchy
 from sim.build.namespace import build_namespace, start_zone
-from sim.build.plan import make_plan, scenario_hierarchy
+from sim.build.plan import PlanOptions, make_plan, scenario_hierarchy
 from sim.build.registries import REGISTRY_PORT
 from sim.build.runplan import CaptureRequest, RunPlan
 from sim.build.sessions import check_session_tools
 from sim.build.trust import trust_report
 from sim.build.workload import Job, build_jobs
+from sim.catalog.engines import EngineInfo, Feature, engine_info, refusal
+from sim.catalog.strategies import STRATEGIES
 from sim.engines.base import Engine, EngineOutput
-from sim.engines.catalog import EngineInfo, Feature, engine_info, refusal
 from sim.errors import ScenarioError
 from sim.provenance import KEY as PROVENANCE
 from sim.provenance import provenance, utc_now
@@ -112,8 +118,10 @@ class Collected:
     replay: dict[str, dict] = field(default_factory=dict)
     wall: dict[str, float] = field(default_factory=dict)  # seconds per scheme (console only)
     windows: list[Window] = field(default_factory=list)  # for the capture's attribution
-    fault_plans: dict[str, FaultPlan | None] = field(default_factory=dict)
+    # per scheme: what its faults did (the plan's schedule with what the engine reported)
+    fault_plans: dict[str, FaultState | None] = field(default_factory=dict)
     churn_rows: list[dict] = field(default_factory=list)
+    churn_states: dict[tuple[str, int], str] = field(default_factory=dict)  # (scheme, job)
     processing: dict[str, dict[str, float]] = field(default_factory=dict)  # calibrated
     finished: list[str] = field(default_factory=list)  # schemes whose records are complete
 
@@ -121,7 +129,7 @@ class Collected:
 def check_engine(sc: Scenario, engine: str, info: EngineInfo, capture: bool) -> None:
     """A ScenarioError, naming the field that asks for it, for the first feature the
     scenario uses that ``engine`` (sharded or not) cannot run: the reason is the note of
-    its cell in the catalogue (:mod:`sim.engines.catalog`), so every refusal happens here,
+    its cell in the catalogue (:mod:`sim.catalog.engines`), so every refusal happens here,
     before anything is built or run."""
     sharded = sc.engine_options.shards.workers > 1
     asked: list[tuple[Feature, str]] = []  # (feature, the field that asks for it)
@@ -145,6 +153,12 @@ def check_engine(sc: Scenario, engine: str, info: EngineInfo, capture: bool) -> 
         reason = refusal(info, feature, sharded)
         if reason is not None:
             raise ScenarioError(f"{where}: {reason}")
+    for s in sc.dns_schemes():  # the DNS client strategies' own engines
+        strategy = STRATEGIES[s.kind]
+        if not strategy.runs_on(engine):
+            able = " or ".join(strategy.engines or ())
+            raise ScenarioError(f"schemes.{s.name}.kind: the {s.kind} strategy runs on "
+                                f"{able}, not on {engine}")
 
 
 def _start_capture(sc: Scenario, out: Path, live_port: int) -> Capture:
@@ -162,15 +176,16 @@ def _start_capture(sc: Scenario, out: Path, live_port: int) -> Capture:
 
 def prepare(sc: Scenario, engine: str, out: Path, live_port: int = 15353,
             capture: bool = False) -> Run:
-    """Everything the schemes share, built and checked before any scheme runs."""
+    """Everything the schemes share, built and checked before any scheme runs: what the
+    engine cannot run is refused before anything is built."""
     info = engine_info(engine)
+    check_engine(sc, engine, info, capture)
     execute = info.load()
     built = time.perf_counter()
     ns = build_namespace(sc)
     log.info("namespace %s: %d tools, %d zones in %.2f s", ns.origin, len(ns.tools),
              len(ns.zones), time.perf_counter() - built)
     jobs: Sequence[Job] = build_jobs(sc, ns, sc.network.agents)
-    check_engine(sc, engine, info, capture)
     churn = None  # sim.build.churn: tools changed during the run, probes appended to the jobs
     if sc.workload.churn is not None:
         from sim.build.churn import plan_churn
@@ -179,20 +194,25 @@ def prepare(sc: Scenario, engine: str, out: Path, live_port: int = 15353,
     start_zone(sc, ns)  # fail before running anything
     check_session_tools(sc, ns)
     run = Run(sc, engine, info, execute, ns, jobs, Lookups.of(sc, ns), live_port, churn)
+    run.shared = None if sc.namespace.scorer == "dense" else scenario_hierarchy(sc, ns)
+    if info.loopback and run.shared is not None:  # a port in use: one line, before any scheme
+        from sim.sockets.udp import check_ports
+
+        check_ports(run.shared.servers, live_port)
     if capture:
         run.sniffer = _start_capture(sc, out, live_port)
-    run.shared = None if sc.namespace.scorer == "dense" else scenario_hierarchy(sc, ns)
     return run
 
 
-def _execute(run: Run, plan: RunPlan) -> EngineOutput:
-    """The plan run on the engine (or sharded over Ray workers); no capture left running."""
+def _execute(run: Run, plan: RunPlan, sink: Recorder | None) -> EngineOutput:
+    """The plan run on the engine (or sharded over Ray workers), each discovery told to
+    ``sink`` as it ends; no capture left running."""
     try:
         if run.sharded:  # one run over Ray workers
             from sim.engines.shardpool import run_sharded
 
-            return run_sharded(run.sc, run.engine, plan)
-        return run.execute(plan)
+            return run_sharded(run.sc, run.engine, plan, sink)
+        return run.execute(plan, sink)
     except BaseException:
         if run.sniffer is not None:  # never leave a tcpdump running behind a failed run
             run.sniffer.stop()
@@ -224,33 +244,35 @@ def run_scheme(run: Run, scheme: SchemeSpec, got: Collected) -> None:
     if sc.network.processing.model == "calibrated":  # each scheme's own node costs
         got.processing[scheme.name] = calibrate(sc, run.ns, jobs, scheme, hierarchy=run.shared)
     port = 53 if run.info.virtual_time else run.live_port
-    plan, network = make_plan(sc, scheme, run.ns, jobs, dns_port=port, hierarchy=run.shared)
-    for kind, value in got.processing.get(scheme.name, {}).items():
-        setattr(plan, f"{kind}_time", value)
-    plan.churn = run.churn
+    capture = None
     if run.sniffer is not None:  # engines whose nodes are in namespaces capture there
-        plan.capture = CaptureRequest(
+        capture = CaptureRequest(
             str(run.sniffer.path.parent / ".namespaces" / scheme.name), run.sniffer.bpf)
-    plan.engine_options = {"ray": sc.engine_options.ray, "mininet": sc.engine_options.mininet}
+    options = PlanOptions(calibrated=got.processing.get(scheme.name, {}), churn=run.churn,
+                          capture=capture)
+    plan, network = make_plan(sc, scheme, run.ns, jobs, dns_port=port, hierarchy=run.shared,
+                              options=options)
     got.tally.drop(scheme.name)
     recorder = Recorder(sc, engine, scheme, plan, run.lookups, got.spool, got.tally,
                         stream=not Recorder.keeps(sc, scheme, plan, run.sniffer is not None),
                         tick=None if run.tick is None else
                         partial(_tick, run.tick, scheme.name, len(jobs)))
-    if run.info.progress:  # engines in this process, and the shards' merge in the driver
-        plan.on_stub = recorder  # records made as discoveries end (else: at drain)
+    # engines in this process, and the shards' merge in the driver, make records as
+    # discoveries end (else: at drain)
+    sink = recorder if run.info.progress else None
     t = time.perf_counter()
     window = time.time()
     with _kept_frozen(run):
-        output = _execute(run, plan)
+        output = _execute(run, plan, sink)
     got.wall[scheme.name] = round(time.perf_counter() - t, 3)
     log.info("scheme %s on %s: %d of %d discoveries completed, %.2f s wall, %.3f s "
              "of workload time", scheme.name, engine, output.completed(), len(jobs),
              got.wall[scheme.name], output.end_time)
-    got.fault_plans[scheme.name] = plan.faults
-    if run.churn is not None:  # what each change looked like, then the zones put back
-        got.churn_rows += run.churn.measure(engine, scheme, plan, output, stub_walks)
-        run.churn.restore(plan)
+    got.fault_plans[scheme.name] = (plan.faults.begin(output.faults)
+                                    if plan.faults is not None else None)
+    if run.churn is not None:  # what each change looked like
+        got.churn_rows += run.churn.measure(engine, scheme, plan.agent_order, output,
+                                            stub_walks, got.churn_states)
     if run.sniffer is not None:
         got.windows.append((scheme, plan, output, window, time.time()))
     got.replay[scheme.name] = replay_summary(output, plan.dot is not None)
@@ -283,7 +305,7 @@ def _finish(run: Run, got: Collected, started: datetime
         return None, load_df, summary, tables
     df = got.spool.frame()
     if run.churn is not None:  # probes are in the records, not in the scheme summary
-        df = run.churn.annotate(df)
+        df = run.churn.annotate(df, got.churn_states)
         summary = {**summarise(sc, engine, run.churn.workload_rows(df), ns),
                    "replay": got.replay, "churn": run.churn.summary(got.churn_rows)}
         tables["churn.csv"] = pd.DataFrame(got.churn_rows)
@@ -331,19 +353,25 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     raised) or fails after some schemes finished, those schemes are written with
     ``partial.json`` instead of ``summary.json``. Records are spooled in a hidden folder
     inside the output folder while the run lasts (without ``write``: a temporary folder,
-    removed with the result).
+    removed with the result). The output folder is locked for the run
+    (:class:`analysis.files.OutputLock`): a second run into it is refused with an
+    :class:`analysis.files.OutputError` before anything is built.
     """
-    engine = engine or sc.engine
+    if engine is not None and engine != sc.engine:  # the run's engine is the scenario's
+        sc = sc.with_overrides({"engine": engine})
+    engine = sc.engine
     started = utc_now()
     out = output_dir(sc, out_dir)
     if write and check:
         warning = check_output(sc, out_dir, capture)
         if warning:
-            (progress or _warn)(warning)
-    run = prepare(sc, engine, out, live_port, capture)
-    run.tick, run.progress = tick, progress
+            (progress or _warn)(f"warning: {warning}")
     written: list[str] = []  # files of the complete run moved into place
     with contextlib.ExitStack() as stack:
+        if write:  # the folder is this run's before anything is built (another's: refused)
+            stack.enter_context(OutputLock(out))
+        run = prepare(sc, engine, out, live_port, capture)
+        run.tick, run.progress = tick, progress
         if write:  # the spool beside the results (stale ones are removed like staging)
             folder = stack.enter_context(Staging(out)).dir / "records"
         else:

@@ -5,14 +5,22 @@ block."""
 
 from __future__ import annotations
 
-import math
 from array import array
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-from analysis.metrics import PHASE, SUMMARY, aggregate, aggregate_phases, mean_of
+from analysis.metrics import (
+    METRICS,
+    PHASE,
+    SUMMARY,
+    Fold,
+    Metric,
+    aggregate,
+    aggregate_phases,
+    mean_of,
+)
 from nodes.agent.context import META_TOOL_TOKENS, static_tokens
 from sim.build.sessions import session_scopes, session_tool
 from sim.engines.base import EngineOutput
@@ -62,47 +70,109 @@ def summarise(sc: Scenario, engine: str, df: pd.DataFrame | Tally, ns: Namespace
     return out
 
 
-#: integer columns a :class:`Tally` adds up (per row, ``packets`` = up + down,
-#: ``without_upstream`` = answered with no upstream exchange, ``any_cache_hit`` = a hit)
-_SUMS = ("success", "hit_at_1", "hit_at_k", "without_upstream", "exchanges", "round_trips",
-         "bytes_up", "bytes_down", "packets", "tools_examined", "any_cache_hit")
-
-
-@dataclass
 class _Sums:
-    n: int = 0
-    sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_SUMS, 0))
-    latencies: array = field(default_factory=lambda: array("d"))  # successful ones (ms)
-    start: float = math.inf  # the first send time (s)
+    """One group's running figures: rows, each metric's sum / minimum / maximum of its
+    term, the latencies of successful discoveries (8 bytes each) and whether every summed
+    term was an integer (a float64 sum of integers below 2**53 is exact)."""
 
-    def merge(self, other: _Sums) -> None:
+    __slots__ = ("exact", "latencies", "n", "values")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.values: dict[str, int | float] = {}  # metric key -> its sum (mean), min or max
+        self.latencies = array("d")
+        self.exact = True
+
+    def add(self, row: dict, folds: list[tuple[str, Fold]], latency: bool) -> None:
+        self.n += 1
+        values = self.values
+        for key, fold in folds:
+            term = fold.term
+            assert term is not None  # folds with a term only (see Tally)
+            v = term(row)
+            kind = fold.kind
+            if kind == "mean" or kind == "space":  # a sum: exact over integers only
+                if type(v) is not int and type(v) is not bool:
+                    self.exact = False
+                values[key] = values.get(key, 0) + v
+            elif key not in values:
+                values[key] = v
+            elif kind == "min":
+                values[key] = min(values[key], v)
+            else:
+                values[key] = max(values[key], v)
+        if latency and row["success"]:
+            self.latencies.append(row["latency_ms"])
+
+    def merge(self, other: _Sums, kinds: Mapping[str, str]) -> None:
+        """Add ``other``'s rows (``kinds``: each metric key's fold kind)."""
         self.n += other.n
-        for key, value in other.sums.items():
-            self.sums[key] += value
+        self.exact = self.exact and other.exact
+        values = self.values
+        for key, v in other.values.items():
+            if key not in values:
+                values[key] = v
+            elif kinds[key] == "min":
+                values[key] = min(values[key], v)
+            elif kinds[key] == "max":
+                values[key] = max(values[key], v)
+            else:
+                values[key] += v
         self.latencies.extend(other.latencies)
-        self.start = min(self.start, other.start)
+
+    def figure(self, metric: Metric, tools: int) -> float | int | None:
+        """``metric`` over this group, rounded as ``Metric.value`` rounds the frame's."""
+        fold = metric.fold
+        assert fold is not None
+        kind = fold.kind
+        if kind == "count":
+            return metric.rounded(self.n)
+        if kind == "ok_mean":
+            return metric.rounded(mean_of(self.latencies))
+        if kind == "ok_quantile":
+            ok = pd.Series(np.frombuffer(self.latencies, dtype=np.float64)
+                           if self.latencies else [], dtype=np.float64)
+            if not len(ok):
+                return None
+            return metric.rounded(float(ok.median()) if fold.q is None
+                                  else float(ok.quantile(fold.q)))
+        v = self.values[metric.key]
+        if kind == "mean":
+            return metric.rounded(float(v) / self.n)
+        if kind == "space":
+            return metric.rounded(1 - float(v) / self.n / tools if tools else None)
+        return metric.rounded(float(v))  # min, max
 
 
 class Tally:
     """The summary's ``schemes`` and ``phases`` blocks counted row by row as records are
-    made: integer sums per (scheme, phase), the latencies of successful discoveries (8
-    bytes each) and the first send time, so no frame of all records is needed. Means of
-    integers are exact (a float64 sum of integers below 2**53 is), the mean latency sums
-    with ``math.fsum`` (:func:`analysis.metrics.mean_of`), and minimum, median and
-    quantile do not depend on the order, so the figures equal
+    made, from the metric table's own definitions (each metric's
+    :class:`analysis.metrics.Fold`), so no frame of all records is needed and a metric
+    added to the table is counted here too. Per (scheme, phase): the rows, each metric's
+    sum, minimum or maximum, and the latencies of successful discoveries. Means of
+    integers are exact, the mean latency sums with ``math.fsum``, minimum, median and
+    quantile do not depend on the order: the figures equal
     :func:`analysis.metrics.aggregate` (and ``aggregate_phases``) on the records bit for
-    bit; a non-integer value, or a summary key not counted here, makes the tally inexact
+    bit. A non-integer term, or a summary metric without a fold, makes the tally inexact
     (the runner then reads the columns back instead)."""
-
-    KEYS = ("queries", "success", "hit_at_1", "hit_at_k", "answered_without_upstream",
-            "mean_upstream_queries", "mean_round_trips", "mean_latency_ms",
-            "median_latency_ms", "p95_latency_ms", "mean_bytes_up", "mean_bytes_down",
-            "mean_packets", "mean_bytes", "mean_tools_examined", "search_space_reduction",
-            "any_cache_hit", "start_s")
 
     def __init__(self) -> None:
         self._groups: dict[str, dict[int, _Sums]] = {}  # scheme -> phase -> sums
-        self.exact = set(SUMMARY) | set(PHASE) <= set(self.KEYS)
+        keys = dict.fromkeys((*SUMMARY, *PHASE))
+        self._metrics = [METRICS[k] for k in keys]
+        self._folds = [(m.key, m.fold) for m in self._metrics
+                       if m.fold is not None and m.fold.term is not None]
+        self._kinds = {key: fold.kind for key, fold in self._folds}
+        self._latency = any(m.fold is not None and m.fold.kind.startswith("ok_")
+                            for m in self._metrics)
+        self._folded = all(m.fold is not None for m in self._metrics)
+
+    @property
+    def exact(self) -> bool:
+        """Whether the tally's figures are the records' (every metric folded, every term an
+        integer)."""
+        return self._folded and all(s.exact for phases in self._groups.values()
+                                    for s in phases.values())
 
     def add(self, row: dict) -> None:
         phases = self._groups.get(row["scheme"])
@@ -111,20 +181,7 @@ class Tally:
         s = phases.get(row["phase"])
         if s is None:
             s = phases[row["phase"]] = _Sums()
-        values = (row["success"], row["hit_at_1"], row["hit_at_k"],
-                  bool(row["success"]) and row["exchanges"] == 0, row["exchanges"],
-                  row["round_trips"], row["bytes_up"], row["bytes_down"],
-                  row["packets_up"] + row["packets_down"], row["tools_examined"],
-                  row["cache_hits"] > 0)
-        sums = s.sums
-        for key, value in zip(_SUMS, values, strict=True):
-            if type(value) is not int and type(value) is not bool:
-                self.exact = False
-            sums[key] += value
-        s.n += 1
-        s.start = min(s.start, row["sent_s"])
-        if row["success"]:
-            s.latencies.append(row["latency_ms"])
+        s.add(row, self._folds, self._latency)
 
     def drop(self, scheme: str) -> None:
         """Forget a scheme (its records were not kept)."""
@@ -136,43 +193,16 @@ class Tally:
         for name, phases in self._groups.items():
             total = _Sums()
             for s in phases.values():
-                total.merge(s)
-            out[name] = _figures(total, tools, SUMMARY)
+                total.merge(s, self._kinds)
+            out[name] = {k: total.figure(METRICS[k], tools) for k in SUMMARY}
         return out
 
     def phases(self, tools: int) -> dict[str, list[dict]]:
         """``summary.json`` "phases": per scheme, one row per phase in phase order."""
-        return {name: [{"phase": phase, **_figures(phases[phase], tools, PHASE)}
+        return {name: [{"phase": phase, **{k: phases[phase].figure(METRICS[k], tools)
+                                           for k in PHASE}}
                        for phase in sorted(phases)]
                 for name, phases in self._groups.items()}
-
-
-def _figures(s: _Sums, tools: int, keys: tuple[str, ...]) -> dict:
-    """The ``keys`` metrics of one group's sums, rounded as ``Metric.value`` rounds."""
-    def mean(key: str) -> float:
-        return float(s.sums[key]) / s.n
-
-    ok = pd.Series(np.frombuffer(s.latencies, dtype=np.float64) if s.latencies else [],
-                   dtype=np.float64)
-    mean_ok = mean_of(s.latencies)
-    out = {"queries": s.n, "success": round(mean("success"), 6),
-           "hit_at_1": round(mean("hit_at_1"), 6), "hit_at_k": round(mean("hit_at_k"), 6),
-           "answered_without_upstream": round(mean("without_upstream"), 6),
-           "mean_upstream_queries": round(mean("exchanges"), 6),
-           "mean_round_trips": round(mean("round_trips"), 6),
-           "mean_latency_ms": round(mean_ok, 6) if mean_ok is not None else None,
-           "median_latency_ms": round(float(ok.median()), 6) if len(ok) else None,
-           "p95_latency_ms": round(float(ok.quantile(0.95)), 6) if len(ok) else None,
-           "mean_bytes_up": round(mean("bytes_up"), 3),
-           "mean_bytes_down": round(mean("bytes_down"), 3),
-           "mean_packets": round(mean("packets"), 3),
-           "mean_bytes": round((float(s.sums["bytes_up"]) + s.sums["bytes_down"]) / s.n, 3),
-           "mean_tools_examined": round(mean("tools_examined"), 3),
-           "search_space_reduction": (round(1 - mean("tools_examined") / tools, 6)
-                                      if tools else None),
-           "any_cache_hit": round(mean("any_cache_hit"), 6),
-           "start_s": round(float(s.start), 9)}  # float: the first send is at int 0
-    return {k: out[k] for k in keys}
 
 
 def session_summary(sc: Scenario, df: pd.DataFrame, ns: Namespace) -> dict:

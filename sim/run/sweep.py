@@ -239,7 +239,7 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     # the output folder is tried before anything runs (writable, free space for the rest)
     warning = check_output_dir(out, sum(estimated_output_bytes(p.scenario) for p in todo))
     if warning:
-        console.print(warning, style="yellow", markup=False, highlight=False)
+        console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
     make_dirs(out)
     for folder in (out, *(out / "points" / p.id for p in todo)):
         remove_stale(folder)  # left by workers killed mid-write

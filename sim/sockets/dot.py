@@ -57,8 +57,10 @@ class DotUpstream:
                  idle: float = 10.0, max_connections: int = 64,
                  numbers: Iterator[int] | None = None, sizes: object | None = None,
                  flows: dict[tuple[str, int], int] | None = None,
-                 lost: Lost | None = None) -> None:
+                 lost: Lost | None = None, tls_port: int = 0) -> None:
         self.ip, self.ctx, self.deliver, self.count, self.shaper = ip, ctx, deliver, count, shaper
+        # the servers' DNS-over-TLS port (0: dot_port of the DNS port they are asked at)
+        self.tls_port = tls_port
         self.lost = lost
         # connection numbers are shared by an engine's resolvers
         self.pool: DotPool[Address, _DotConn] = DotPool(
@@ -135,7 +137,7 @@ class DotUpstream:
 
     async def _run(self, conn: _DotConn) -> None:
         """Open the connection, send what waited, then read replies until it ends."""
-        ip, port = conn.dst[0], dot_port(conn.dst[1])
+        ip, port = conn.dst[0], self.tls_port or dot_port(conn.dst[1])
         try:
             await self._handshake_delay(ip)
             reader, writer = await asyncio.wait_for(asyncio.open_connection(

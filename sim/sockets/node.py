@@ -102,9 +102,10 @@ class NodeEndpoint:
             with naming(self.address, "udp"):
                 self._listen, _ = await loop.create_datagram_endpoint(
                     lambda: Datagrams(self._on_client_datagram), local_addr=self.address)
-            self._tcp_server = await asyncio.start_server(
-                self._on_client_stream, *self.address, reuse_address=True,
-                backlog=LISTEN_BACKLOG)
+            with naming(self.address, "tcp"):
+                self._tcp_server = await asyncio.start_server(
+                    self._on_client_stream, *self.address, reuse_address=True,
+                    backlog=LISTEN_BACKLOG)
             if self.tls is not None:
                 self._tls_listener = TlsListener(self.tls, self.tcp_limits,
                                                  self._on_client_stream, self.count)

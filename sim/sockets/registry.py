@@ -4,6 +4,11 @@ replicas of a run behind one name (:class:`RegistryReplicas`: crash, restart).
 
 The node decides everything HTTP (parsing, deadlines, connection cap, answers); here each
 connection's bytes are read and written, with the emulated one-way delay of each response.
+Pipelined requests are answered one per turn of the event loop, each once the previous
+answer has been taken (below ``WRITE_BUFFER`` bytes waiting), and nothing more is read from
+the connection while any wait: a client that pipelines requests and never reads its
+answers holds one request's work at a time, not a read's worth, and other clients are
+served in between.
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from nodes.registry.base import Routes
 from nodes.registry.server import RegistryServer
 from sim.build.registries import RegistrySetup
 from sim.sockets.timing import sleep_precisely
+from sim.sockets.udp import naming
 
 WRITE_TIMEOUT = 10.0  # seconds a registry response may take to drain to a slow reader
 LINGER = 1.0  # seconds a registry reads (and drops) what follows an error before closing
+READ_SIZE = 65_536  # bytes read from a connection at once
+WRITE_BUFFER = 16 * 1024  # response bytes waiting for a slow reader before the next request
 
 
 async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float],
@@ -42,10 +50,11 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
     """
     node = server if server is not None else reg.server
     handler = RegistryConnections(node, now, delay, conns, write_timeout, search)
-    return await asyncio.start_server(
-        handler.serve, address or reg.address, reg.port, reuse_address=True,
-        ssl=reg.server_context() if tls else None,
-        ssl_handshake_timeout=node.limits.request_timeout if tls else None)
+    with naming((address or reg.address, reg.port), "tcp"):
+        return await asyncio.start_server(
+            handler.serve, address or reg.address, reg.port, reuse_address=True,
+            ssl=reg.server_context() if tls else None,
+            ssl_handshake_timeout=node.limits.request_timeout if tls else None)
 
 
 async def linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -87,7 +96,7 @@ class RegistryConnections:
         """One connection, from accept (or refusal at the cap) to close."""
         node, conns = self.node, self.conns
         peer = writer.get_extra_info("peername")[:2]
-        if not node.accept(peer, self.now()):
+        if not node.accept(peer, self.now(), client=peer[0]):
             with contextlib.suppress(ConnectionError, OSError):
                 writer.write(node.refusal())
             writer.close()
@@ -109,21 +118,30 @@ class RegistryConnections:
 
     async def exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                        peer: tuple[str, int]) -> None:
-        """Requests and responses until the node or the peer closes."""
+        """Requests and responses until the node or the peer closes: one request answered
+        at a time, pipelined ones a turn of the loop apart (see the module)."""
         node, now, searches = self.node, self.now, self.searches
+        writer.transport.set_write_buffer_limits(high=WRITE_BUFFER)
         while True:
-            deadline = node.deadline(peer)  # at least one look at what has arrived:
-            wait = None if deadline is None else max(0.01, deadline - now())
-            try:
-                data = await asyncio.wait_for(reader.read(65536), wait)
-            except TimeoutError:
-                reply, close = node.on_timer(peer, now())
-                data = b"-"  # a timeout is the server giving up, as an error is
-            else:
+            if node.backlog(peer):  # read already: the other connections' turn first
+                await asyncio.sleep(0)
                 searched = searches() if searches is not None else 0
-                reply, close = node.receive(peer, data, now())
-                if reply and searches is not None and searches() > searched:
-                    await sleep_precisely(self.search)  # the modelled search
+                reply, close = node.resume(peer, now(), 1)
+                data = b"-"
+            else:
+                deadline = node.deadline(peer)  # at least one look at what has arrived:
+                wait = None if deadline is None else max(0.01, deadline - now())
+                try:
+                    data = await asyncio.wait_for(reader.read(READ_SIZE), wait)
+                except TimeoutError:
+                    searched = searches() if searches is not None else 0
+                    reply, close = node.on_timer(peer, now())
+                    data = b"-"  # a timeout is the server giving up, as an error is
+                else:
+                    searched = searches() if searches is not None else 0
+                    reply, close = node.receive(peer, data, now(), 1)
+            if reply and searches is not None and searches() > searched:
+                await sleep_precisely(self.search)  # the modelled search
             if reply:
                 await self.write(writer, peer, reply)
             if close or not data:

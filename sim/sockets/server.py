@@ -5,8 +5,10 @@ bounded by :class:`sim.sockets.tcp.TcpLimits`; over TCP a zone transfer (AXFR) i
 with every message ``AuthoritativeServer.transfer`` returns, anything else by ``handle``.
 Given a TLS context the server also listens on ``tls_port`` (:func:`sim.accounting.dot_port`
 in a run: TLS 1.3, the run CA's certificate for :data:`sim.build.hierarchy.DOT_HOST`).
-Handshakes are bounded in time and number (:class:`sim.sockets.tls.TlsListener`),
-established connections as over TCP (:data:`DOT_LIMITS`); malformed input is counted.
+A DoT connection holds no TLS state until its first bytes come, handshakes are bounded in
+time, number (per process and per client address) and, when asked, rate
+(:class:`sim.sockets.tls.TlsListener`), established connections as over TCP and by the
+process's TLS memory budget (:data:`DOT_LIMITS`); malformed input is counted.
 """
 
 from __future__ import annotations
@@ -79,8 +81,9 @@ class ServerEndpoint:
             await serve_tcp_stream(reader, writer, on_message, delay, self.tcp_limits,
                                     self._conns, count)
 
-        self.tcp = await asyncio.start_server(on_stream, *self.address, reuse_address=True,
-                                              backlog=LISTEN_BACKLOG)
+        with naming(self.address, "tcp"):
+            self.tcp = await asyncio.start_server(on_stream, *self.address,
+                                                  reuse_address=True, backlog=LISTEN_BACKLOG)
         if self.tls is not None:
             await self._start_tls(self.tls, delay, count)
 

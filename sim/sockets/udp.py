@@ -1,10 +1,13 @@
-"""UDP for the adapters: the datagram protocol, shaped sends, and bind errors that say where."""
+"""UDP for the adapters: the datagram protocol, shaped sends, and bind errors that say where
+(a port in use: :class:`PortInUse`, also found before anything listens: :func:`check_ports`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+import errno
+import socket
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, cast
 
 from nodes.dns.zone import Address
@@ -12,14 +15,40 @@ from sim.sockets.links import Shaper, ip_size
 from sim.sockets.timing import call_precisely
 
 
+class PortInUse(OSError):
+    """A port a node would listen on is taken (EADDRINUSE); the message names address, port
+    and protocol."""
+
+
 @contextlib.contextmanager
 def naming(address: Address, proto: str) -> Iterator[None]:
-    """A bind failure says which address and port (asyncio's UDP errors do not)."""
+    """A bind failure says which address and port (asyncio's UDP errors do not); a port in
+    use is a :class:`PortInUse`."""
     try:
         yield
     except OSError as exc:
-        raise OSError(exc.errno, f"cannot listen on {address[0]}:{address[1]}/{proto}: "
-                      f"{exc.strerror or exc}") from exc
+        busy = exc.errno == errno.EADDRINUSE
+        reason = "address already in use" if busy else exc.strerror or exc
+        raise (PortInUse if busy else OSError)(
+            exc.errno, f"cannot listen on {address[0]}:{address[1]}/{proto}: {reason}") from exc
+
+
+def check_ports(addresses: Iterable[str], port: int) -> None:
+    """Raise :class:`PortInUse` for the first of ``addresses`` whose UDP or TCP ``port`` is
+    taken, by binding each for a moment as the nodes will (TCP with SO_REUSEADDR): before
+    anything listens. Addresses this machine cannot bind are left to the nodes' own binds."""
+    for ip in addresses:
+        for kind, proto in ((socket.SOCK_DGRAM, "udp"), (socket.SOCK_STREAM, "tcp")):
+            with socket.socket(socket.AF_INET, kind) as probe:
+                if kind == socket.SOCK_STREAM:
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    with naming((ip, port), proto):
+                        probe.bind((ip, port))
+                except PortInUse:
+                    raise
+                except OSError:  # not this machine's address, a privileged port, ...
+                    continue
 
 
 class Datagrams(asyncio.DatagramProtocol):

@@ -6,7 +6,9 @@ mounted at the host's own path, a check that the kernel has netem, then the comm
 guest writes the command's stdout and exit status into the share; its stderr (progress,
 warnings, errors) goes to the serial console, which the host streams. The results land in
 the host's output folder through its share, written by the run's own atomic commit; the
-host adds ``vm.json`` (kernel, accelerator, boot and run times).
+host adds ``vm.json`` (kernel, accelerator, boot and run times). The scripts and the
+initramfs live in a folder of :func:`sim.vm.machine.guest_folder`; before a guest boots,
+the folders (and guests) of runs killed outright are swept (:func:`sim.vm.machine.sweep_stale`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -22,7 +23,15 @@ from pathlib import Path
 
 from sim.vm.initramfs import JOB_DIR, MSIZE, build_initramfs
 from sim.vm.kernel import NETEM_MODULE, find_kernel
-from sim.vm.machine import GuestVM, VMError, choose_accel, qemu_unavailable
+from sim.vm.machine import (
+    OWNER_FILE,
+    GuestVM,
+    VMError,
+    choose_accel,
+    guest_folder,
+    qemu_unavailable,
+    sweep_stale,
+)
 
 OUT_TAG = "out"
 #: host variables the guest's command sees (nothing else of the host's environment)
@@ -117,6 +126,8 @@ def run_in_vm(argv: list[str], out_dir: Path, options: VMOptions,
     ``out_dir``. Raises :class:`VMError` (or ``KeyboardInterrupt``) with no qemu left."""
     if (reason := unavailable()) is not None:
         raise VMError(reason)
+    for line in sweep_stale():
+        progress(f"vm: {line}")
     kernel = find_kernel()
     accel = choose_accel(options.accel)
     out_dir = out_dir.resolve()
@@ -125,14 +136,14 @@ def run_in_vm(argv: list[str], out_dir: Path, options: VMOptions,
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     progress(f"vm: booting kernel {kernel.version} on {accel.name} ({accel.reason}), "
              f"{options.cpus} CPUs, {options.memory_mib} MiB")
-    with tempfile.TemporaryDirectory(prefix="tooldns-vm-") as tmp:
-        job = Path(tmp, "job")
+    with guest_folder() as tmp:
+        job = tmp / "job"
         job.mkdir()
         (job / "guest.sh").write_text(GUEST_SH)
         (job / "job.sh").write_text(job_script(argv, out_dir, Path.cwd(), env))
-        vm = GuestVM(kernel, build_initramfs(kernel, Path(tmp, "initramfs.cpio")), job, accel,
+        vm = GuestVM(kernel, build_initramfs(kernel, tmp / "initramfs.cpio"), job, accel,
                      memory_mib=options.memory_mib, cpus=options.cpus,
-                     shares=[(OUT_TAG, out_dir)])
+                     shares=[(OUT_TAG, out_dir)], owner_file=tmp / OWNER_FILE)
         try:
             wall = vm.run(options.timeout_s, console)
         except BaseException:

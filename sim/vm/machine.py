@@ -5,20 +5,27 @@ host's root and the job folder shared over 9p (virtio), no network device (the g
 links are the ones Mininet makes inside it), and the serial console on a pipe. It waits for
 the guest to power off, at most ``timeout`` seconds; whatever happens (a timeout, a crash,
 Ctrl-C or SIGTERM in the caller) the qemu process group is killed and reaped before
-:meth:`GuestVM.run` returns or raises.
+:meth:`GuestVM.run` returns or raises. If the caller is killed outright (SIGKILL), the kernel
+kills qemu too (``PR_SET_PDEATHSIG``); its folder under :func:`guest_base` is left, and
+:func:`sweep_stale` removes it (and, should one be left, the guest it recorded) at the
+next start. Shared paths reach qemu escaped for its option syntax (``,`` as ``,,``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import json
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +35,9 @@ from sim.vm.kernel import GuestKernel
 QEMU = "qemu-system-x86_64"
 STOP_GRACE = 3.0  # seconds between SIGTERM and SIGKILL of qemu
 _ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1bc|\r")  # SeaBIOS screen codes
+OWNER_FILE = "owner.json"  # in each guest's folder: who made it, which qemu it started
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_UNMARKED_AGE = 600.0  # seconds after which a guest folder without its owner file is stale
 
 
 class VMError(RuntimeError):
@@ -69,6 +79,27 @@ def choose_accel(requested: str = "auto", sysfs: Path = Path("/sys/module"),
                         "(TCG)")
 
 
+def qemu_value(text: str) -> str:
+    """``text`` as one value of a qemu option list (``-virtfs local,path=…``): a comma ends
+    a value there, ``,,`` is a comma within it."""
+    return text.replace(",", ",,")
+
+
+def tie_to_parent() -> Callable[[], None]:
+    """A ``preexec_fn``: the child is sent SIGKILL when the thread that starts it ends (the
+    whole process, on a SIGKILL), and exits at once if that happened before the call."""
+    parent = os.getpid()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+
+    def child() -> None:
+        if prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return child
+
+
 def qemu_unavailable() -> str | None:
     """Why qemu cannot be started here, or None."""
     if shutil.which(QEMU) is None:
@@ -89,6 +120,7 @@ class GuestVM:
     upper: str = "1g"  # tmpfs size of the overlay's writable layer
     shares: list[tuple[str, Path]] = field(default_factory=list)  # (tag, host dir) read-write
     boot_s: float | None = None  # wall seconds until the guest's job started (its "up" line)
+    owner_file: Path | None = None  # guest_folder's OWNER_FILE: qemu's pid is recorded there
 
     def command(self) -> list[str]:
         name = f"tooldns-vm-{os.getpid()}"
@@ -99,10 +131,11 @@ class GuestVM:
                "-append", f"console=ttyS0 quiet panic=-1 tooldns.upper={self.upper}",
                "-virtfs", f"local,path=/,mount_tag={ROOT_TAG},security_model=none,"
                           "readonly=on,multidevs=remap",
-               "-virtfs", f"local,path={self.job_dir},mount_tag={JOB_TAG},security_model=none"]
+               "-virtfs", f"local,path={qemu_value(str(self.job_dir))},mount_tag={JOB_TAG},"
+                          "security_model=none"]
         for tag, path in self.shares:
-            cmd += ["-virtfs", f"local,path={path},mount_tag={tag},security_model=none,"
-                               "multidevs=remap"]
+            cmd += ["-virtfs", f"local,path={qemu_value(str(path))},mount_tag={tag},"
+                               "security_model=none,multidevs=remap"]
         return cmd
 
     def run(self, timeout: float, console: Callable[[str], None]) -> float:
@@ -112,7 +145,13 @@ class GuestVM:
         started = time.monotonic()
         proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=tie_to_parent())
+        if self.owner_file is not None:
+            try:
+                _record_guest(self.owner_file, proc.pid)
+            except BaseException:
+                stop(proc)
+                raise
         errors: list[bytes] = []
         reader = threading.Thread(target=self._read, args=(proc, console, started),
                                   daemon=True)
@@ -163,3 +202,106 @@ def stop(proc: subprocess.Popen) -> None:
         if pipe is not None:
             with contextlib.suppress(OSError):
                 pipe.close()
+
+
+# ---------------------------------------------------------------- guest folders and the sweep
+
+
+def guest_base(root: Path | None = None, name: str | None = None) -> Path:
+    """The folder every guest's temporary folder lives in: ``tooldns-vm.UID`` in the
+    temporary directory, made mode 0700; refused unless it is a real folder of this user
+    that nobody else can write (another user could otherwise plant guest folders)."""
+    path = Path(root or tempfile.gettempdir()) / (name or f"tooldns-vm.{os.geteuid()}")
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    info = os.lstat(path)
+    if (not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid()
+            or info.st_mode & 0o022):
+        raise VMError(f"{path} is not a private folder of this user (a real folder, mode "
+                      f"0700): refusing to keep guests there; remove it")
+    return path
+
+
+@contextlib.contextmanager
+def guest_folder(base: Path | None = None) -> Iterator[Path]:
+    """A new folder for one guest under :func:`guest_base`, with its owner file (this
+    process); removed on the way out. One left by a killed process is :func:`sweep_stale`'s."""
+    folder = Path(tempfile.mkdtemp(prefix="run-", dir=base or guest_base()))
+    try:
+        _write_owner(folder / OWNER_FILE, {"pid": os.getpid(),
+                                           "start": process_start(os.getpid())})
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), or None if there is none; with
+    the pid it names one process, whatever pids are reused afterwards."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def _write_owner(path: Path, doc: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+
+
+def _record_guest(owner_file: Path, pid: int) -> None:
+    doc = json.loads(owner_file.read_text())
+    _write_owner(owner_file, doc | {"qemu": pid, "qemu_start": process_start(pid)})
+
+
+def sweep_stale(base: Path | None = None) -> list[str]:
+    """Remove the guest folders under :func:`guest_base` whose owner process is gone, first
+    killing the guest one recorded if that very process (same pid and start time, its
+    folder on its command line) still runs; folders of live owners and anything not made
+    by :func:`guest_folder` are left alone. Returns one line per folder removed."""
+    base = base or guest_base()
+    done = []
+    for folder in sorted(base.glob("run-*")):
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        try:
+            doc = json.loads((folder / OWNER_FILE).read_text())
+            owner, owner_start = int(doc["pid"]), doc.get("start")
+        except (OSError, ValueError, KeyError, TypeError):
+            if time.time() - folder.stat().st_mtime < _UNMARKED_AGE:
+                continue  # being made right now, perhaps
+            shutil.rmtree(folder, ignore_errors=True)
+            done.append(f"removed the stale guest folder {folder} (no owner file)")
+            continue
+        if owner_start is not None and process_start(owner) == owner_start:
+            continue  # its run is still going
+        note = ""
+        qemu = doc.get("qemu")
+        if isinstance(qemu, int) and _is_guest(qemu, doc.get("qemu_start"), folder):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(qemu, signal.SIGKILL)
+            _wait_gone(qemu)
+            note = f" and killed its stale guest (qemu, pid {qemu})"
+        shutil.rmtree(folder, ignore_errors=True)
+        done.append(f"removed the stale guest folder {folder} of process {owner}{note}")
+    return done
+
+
+def _is_guest(pid: int, start: object, folder: Path) -> bool:
+    """Whether ``pid`` is still the guest recorded: same start time, ``folder`` in its
+    command line (a reused pid is another process, never killed)."""
+    if not isinstance(start, int) or process_start(pid) != start:
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return str(folder).encode() in argv
+
+
+def _wait_gone(pid: int, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while process_start(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)

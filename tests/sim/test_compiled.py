@@ -144,3 +144,45 @@ same = (again.dst == query.dst and len(again.data) == len(query.data)
                                                                       "udp"))
 print(len(loaded()), "same" if same else "different")
 """
+
+
+def _checkout(at: Path) -> Path:
+    """A folder shaped like a checkout of the testbed (what checkout_of looks for)."""
+    (at / "sim").mkdir(parents=True)
+    (at / "sim" / "compiled.py").write_text("")
+    (at / "pyproject.toml").write_text('[project]\nname = "tooldns-testbed"\n')
+    return at
+
+
+def test_the_checkout_a_command_runs_in(tmp_path: Path) -> None:
+    clone = _checkout(tmp_path / "clone")
+    (clone / "sim" / "deep").mkdir()
+    assert compiled.checkout_of(clone / "sim" / "deep") == clone.resolve()
+    assert compiled.checkout_of(tmp_path) is None
+    assert compiled.checkout_of(ROOT / "tests") == ROOT
+    # a copy built from another checkout: named when run in this one
+    other = _checkout(tmp_path / "other")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / MANIFEST).write_text(json.dumps({"origin": str(other), "files": {}}))
+    why = compiled.mismatch(clone, copy)
+    assert why is not None and str(other) in why and str(clone.resolve()) in why
+    assert compiled.mismatch(other, copy) is None  # built from the checkout it runs in
+    assert compiled.mismatch(tmp_path, copy) is None  # not in a checkout: nothing to say
+
+
+def test_compile_takes_the_checkout_it_is_run_in(tmp_path: Path) -> None:
+    """``tooldns compile`` run in another clone compiles that clone (here a clone without
+    the hot modules, so mypyc stops at once), not the installed code."""
+    clone = _checkout(tmp_path / "clone")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "sim.cli", "compile", "--out",
+                           str(tmp_path / "out")], cwd=clone, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert f"compiling the checkout {clone.resolve()}" in done.stderr + done.stdout
+    assert done.returncode == 1 and "not built" in done.stderr
+    assert not (tmp_path / "out").exists()
+    refused = subprocess.run([sys.executable, "-m", "sim.cli", "compile", "--origin",
+                              str(tmp_path)], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=60, check=False)
+    assert refused.returncode == 2 and "not a checkout" in refused.stderr

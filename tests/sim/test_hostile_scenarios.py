@@ -243,3 +243,191 @@ def test_eval_files_are_read_with_the_bounded_loader(tmp_path: Path) -> None:
     path = _write(tmp_path, f"name: x\nmethods: {_bomb()}\n", "e.yaml")
     with pytest.raises(ScenarioError, match=r"e\.yaml: .*alias"):
         load_eval(path)
+
+
+# ------------------------------------------------------------------------ values that reached work
+# (issue 45: each was accepted and then built, drawn, run or printed before anything said no)
+
+
+def _tooldns_bounded(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``tooldns`` in a subprocess held to 4 GiB of address space and ``timeout`` seconds:
+    on a tree without the check these runs draw, build or wait without end."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
+    try:
+        return subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True,
+                              text=True, cwd=ROOT, timeout=timeout, preexec_fn=limit)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"tooldns {' '.join(args)}: no answer within {timeout} s")
+
+
+def test_org_tools_count_as_tools_and_are_named(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``namespace.org_tools`` is per organisation: 10^7 of them in 3 organisations are
+    3·10^7 tools, named as the field that asks for them."""
+    sc = Scenario.model_validate({"name": "x", "namespace": {"org_tools": 10_000_000}})
+    with pytest.raises(ScenarioError, match=r"^here: namespace\.org_tools: 3e\+07 tools in 3 "
+                                            r"organisations .* more than"):
+        check_scenario(sc, "here", memory=16 * 2**30)
+    monkeypatch.setattr("sim.limits.physical_memory", lambda: 16 * 2**30)  # a 16 GiB machine
+    path = _write(tmp_path, "name: x\nnamespace: {org_tools: 10000000}\n")
+    for command in ("validate", "run"):
+        out = tmp_path / f"out-{command}"
+        assert cli.main([command, str(path)] + (["--out", str(out)] if command == "run"
+                                                else [])) == 2
+        _one_error(capsys.readouterr().err, f"{path}: namespace.org_tools:", "organisations")
+        assert not out.exists()
+
+
+def test_validate_builds_no_namespace_larger_than_it_would_for_tools(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a machine with the memory for it, 10^7 tools of one organisation is a valid file;
+    validate leaves building it to the run, as it does for 10^7 ``namespace.tools``
+    (it built it: 7 minutes and 2.9 GB before answering)."""
+    import sim.build.namespace
+
+    def built(*_: object) -> None:
+        raise AssertionError("validate built the namespace")
+
+    monkeypatch.setattr(sim.build.namespace, "build_namespace", built)
+    monkeypatch.setattr("sim.limits.physical_memory", lambda: 2**40)
+    monkeypatch.setattr("sim.limits.available_memory", lambda: 2**40)
+    path = _write(tmp_path, "name: x\nnamespace: {orgs: 1, org_tools: 10000000}\n")
+    assert cli.main(["validate", str(path)]) == 0
+    assert f"{path}: ok" in capsys.readouterr().out
+
+
+RATE_DOWN = "{kind: down, target: servers, rate: 1, duration: 1}"
+
+
+@pytest.mark.parametrize(("faults", "field"), [
+    (f"{{events: [{RATE_DOWN}], horizon: 1e12}}", "faults.horizon"),
+    ("{events: [{kind: down, target: 'zone:tools.', rate: 1000000, duration: 1e-6}]}",
+     "faults.events.0.rate"),
+], ids=["horizon", "rate"])
+def test_random_faults_are_bounded_before_drawing(tmp_path: Path, faults: str,
+                                                  field: str) -> None:
+    """A random fault process is drawn up front, interval by interval, up to the horizon
+    (``faults.horizon: 1e12``: 2.3 GB in 40 s, then more): the expected number of failure
+    intervals (rate × (horizon − at) × targets, each cycle a wait and a failure) is bounded
+    before anything is drawn, in validate and run alike."""
+    path = _write(tmp_path, f"name: x\nworkload: {{queries: 5}}\nfaults: {faults}\n"
+                            f"outputs: {{plots: false}}\n")
+    done = _tooldns_bounded("validate", str(path))
+    assert done.returncode == 2, done.stderr
+    _one_error(done.stderr, f"{path}: {field}:", "failure intervals")
+    out = tmp_path / "out"
+    done = _tooldns_bounded("run", str(path), "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    _one_error(done.stderr, f"{path}: {field}:", "failure intervals")
+    assert not out.exists()
+
+
+def test_fault_plan_refuses_before_drawing() -> None:
+    """The build's own bound counts the selector's real targets (here 200 servers)."""
+    from sim.build.faults import Nodes, build_fault_plan
+    from sim.faultspec import FaultsSpec
+
+    servers = {f"z{i}.tools.": [f"10.0.{i // 200}.{i % 200}"] for i in range(200)}
+    nodes = Nodes(servers, dict.fromkeys((a for v in servers.values() for a in v), "leaf"),
+                  dict.fromkeys(a for v in servers.values() for a in v))
+    spec = FaultsSpec.model_validate({"events": [{"kind": "down", "target": "servers",
+                                                  "rate": 10, "duration": 0.1}]})
+    with pytest.raises(ScenarioError, match=r"^faults\.events\.0\.rate: .* 200 targets .* "
+                                            r"failure intervals"):
+        build_fault_plan(spec, nodes, 0, horizon=10_000.0)  # 10^7 intervals expected
+    assert build_fault_plan(spec, nodes, 0, horizon=20.0).intervals  # 10^4: drawn
+
+
+@pytest.mark.parametrize(("workload", "field"), [
+    ("{queries: 10, arrival: {process: closed, think: 1e9}}", "workload.arrival.think"),
+    ("{queries: 10, phases: 2, gap: 1e9}", "workload.gap"),
+    ("{queries: 200000, arrival: {rate: 1}}", "workload.arrival.rate"),  # 56 h
+], ids=["think", "gap", "rate"])
+def test_real_time_runs_are_bounded(tmp_path: Path, workload: str, field: str) -> None:
+    """A real-time engine waits out the workload's times on the wall clock: ``think: 1e9``
+    on live validated, then hung (and left its staging folder). A run on live, ray or
+    mininet whose workload would last over a day is refused, naming the field; the
+    simulation runs the same file in virtual time."""
+    text = f"name: x\nworkload: {workload}\noutputs: {{plots: false}}\n"
+    path = _write(tmp_path, text + "engine: live\n")
+    done = _tooldns_bounded("validate", str(path))
+    assert done.returncode == 2, done.stdout + done.stderr
+    _one_error(done.stderr, f"{path}: {field}:", "real time", "24 h")
+    out = tmp_path / "out"
+    done = _tooldns_bounded("run", str(path), "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    _one_error(done.stderr, f"{path}: {field}:", "real time")
+    assert not out.exists()
+    simulated = _write(tmp_path, text, "simpy.yaml")  # virtual time: valid
+    done = _tooldns_bounded("validate", str(simulated))
+    assert done.returncode == 0, done.stderr
+    done = _tooldns_bounded("run", str(simulated), "--engine", "live", "--out", str(out))
+    assert done.returncode == 2, done.stderr  # --engine makes it real time
+    _one_error(done.stderr, f"{simulated}: {field}:", "real time")
+
+
+@pytest.mark.parametrize("value", ["/tmp/x\\0y", "out\\nnext\\e[31mred", "out\\tx", "a\\x7fb",
+                                   "a\\x9bb"], ids=["nul", "newline-esc", "tab", "del", "c1"])
+def test_control_characters_in_outputs_dir_are_refused(tmp_path: Path, value: str,
+                                                       capsys: pytest.CaptureFixture,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """NUL in ``outputs.dir`` simulated, then a traceback; newline and ESC were printed raw
+    to the terminal (``results written to ...``). Refused before any work, and the value
+    shown escaped."""
+    path = _write(tmp_path, f'name: x\nworkload: {{queries: 5}}\noutputs: {{dir: "{value}"}}\n')
+    monkeypatch.chdir(tmp_path)  # outputs.dir is relative to where tooldns runs
+    for command in ("validate", "run"):
+        assert cli.main([command, str(path)]) == 2
+        err = capsys.readouterr().err
+        line = _one_error(err, f"{path}: outputs.dir:", "control character")
+        assert "\\x" in line or "\\n" in line or "\\t" in line or "\\0" in line
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", err), repr(err)
+    assert [p.name for p in tmp_path.iterdir()] == ["s.yaml"]  # nothing written
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "eval"])
+def test_control_characters_in_out_are_refused(tmp_path: Path, command: str,
+                                               capsys: pytest.CaptureFixture) -> None:
+    path = _write(tmp_path, SMALL + ("sweep: {grid: {seed: [1]}}\n" if command == "sweep"
+                                     else ""))
+    if command == "eval":
+        path = _write(tmp_path, "name: x\ndataset: {source: synthetic, tools: 60, "
+                                "branching: 3, depth: 2}\nmethods: [flat:bm25]\n", "e.yaml")
+    out = tmp_path / "a\x1b[2Jb\nc"
+    assert cli.main([command, str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    _one_error(err, "--out", "control character", "\\x1b")
+    assert "\x1b" not in err
+    assert not out.exists() and not (tmp_path / "a\x1b[2Jb").exists()
+
+
+def test_messages_never_print_raw_control_characters(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    """A file whose name carries ESC sequences: its errors show them escaped."""
+    path = _write(tmp_path, "name: x\nengin: simpy\n", "s\x1b[31m.yaml")
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "s\\x1b[31m.yaml: engin: unknown field" in err
+
+
+def test_fault_duration_that_looks_like_milliseconds(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    """``duration: 30000`` (8 hours; 30 s meant) is a unit mistake like a 30,000 s delay:
+    an error unless written with a unit or --allow-units."""
+    fault = "{kind: down, target: servers, at: 1, duration: %s}"
+    path = _write(tmp_path, SMALL + f"faults: {{events: [{fault % '30000'}]}}\n")
+    assert cli.main(["validate", str(path)]) == 2
+    _one_error(capsys.readouterr().err, f"{path}: faults.events.0.duration:",
+               "looks like milliseconds", "--allow-units")
+    assert cli.main(["validate", "--allow-units", str(path)]) == 0
+    assert "faults.events.0.duration" in capsys.readouterr().err
+    assert cli.main(["validate", str(_write(tmp_path, SMALL + "faults: {events: ["
+                                            f"{fault % '30000s'}]}}\n", "unit.yaml"))]) == 0
+    rate = "{kind: down, target: servers, rate: 0.001, duration: 20000}"
+    assert cli.main(["validate", str(_write(tmp_path, SMALL + f"faults: {{events: [{rate}]}}\n",
+                                            "rate.yaml"))]) == 2
+    assert "faults.events.0.duration" in capsys.readouterr().err

@@ -217,6 +217,23 @@ def test_rbac_filter_and_wider_fallback_in_a_run() -> None:
     assert (wider.stub_attempts >= 2).all()  # the second discovery went through the engine
 
 
+def test_wider_beam_reaches_the_resolver() -> None:
+    """``wider_beam`` rides in the wider discovery's intent option (version 1): the resolver
+    walks that wide, so the wider discoveries reach more leaves and ask more upstream."""
+    sc = tiny(capacity=16)
+    role = sorted(build_namespace(sc).zones["tools."].children)[0]
+    runs = {}
+    for beam in (None, 3):
+        scoped = tiny(capacity=16, fallback="wider", wider_k=8, wider_beam=beam,
+                      scopes={"roles": [role]}, min_tools=2)
+        on = run_scenario(scoped, write=False).records.query("scheme == 'on'")
+        runs[beam] = on[on.fallback == "wider"].set_index("job")
+    same = runs[None].index.intersection(runs[3].index)  # the same fallbacks either way
+    walked = same[runs[None].loc[same].exchanges.to_numpy() > 0]  # not answered from cache
+    assert len(walked) >= 3
+    assert (runs[3].loc[walked].exchanges > runs[None].loc[walked].exchanges).all()
+
+
 def _in_scope(ns: object, tid: str, role: str) -> bool:
     zone = ns.tools[tid].zone  # type: ignore[attr-defined]
     return bool(zone == role or zone.endswith("." + role))

@@ -438,7 +438,7 @@ def exported(hierarchy, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _check_zone_files(folder: Path) -> int:
+def _check_zone_files(folder: Path, signed: bool = False) -> int:
     """Every zone file in ``folder`` through BIND's, NSD's and Knot's checkers."""
     files = sorted(folder.glob("*.zone"))
     assert files
@@ -449,7 +449,8 @@ def _check_zone_files(folder: Path) -> int:
         out = run("named-checkzone", "-i", "local", "-k", "fail", "-n", "fail", "-M", "fail",
                   "-S", "fail", "-r", "fail", origin, str(path))
         assert out.returncode == 0 and out.stdout.strip().splitlines()[-2:] == [
-            f"zone {origin.rstrip('.') or '.'}/IN: loaded serial 1", "OK"], \
+            f"zone {origin.rstrip('.') or '.'}/IN: loaded serial 1"
+            + (" (DNSSEC signed)" if signed else ""), "OK"], \
             f"{path.name}: {out.stdout}{out.stderr}"
         assert "warning" not in out.stdout.lower(), out.stdout
         out = run("nsd-checkzone", origin, str(path))
@@ -493,6 +494,141 @@ def test_checkers_accept_catalogue_zones(tmp_path: Path) -> None:
         for tool in server.zone_data(zone).tools:
             rdata = parsed.find_rdataset(tool.target, "TXT")[0]
             assert b"".join(rdata.strings) == tool.description.encode()
+
+
+# ---------------------------------------------------------------------- signed zones
+
+
+SIGNED_ARGS = dict(n_tools=60, branching=2, depth=2, seed=4, n_orgs=1)
+
+
+def _signed_hierarchy():  # type: ignore[no-untyped-def]
+    from sim.build.trust import sign_hierarchy
+
+    hierarchy = build_hierarchy(synthetic(**SIGNED_ARGS))  # the addresses serve gives
+    anchor = sign_hierarchy(hierarchy, "4")
+    return hierarchy, anchor
+
+
+def _origin_of(path: Path) -> str:
+    return "." if path.name == "root.zone" else path.name[: -len(".zone")] + "."
+
+
+def _dnssec_checks(path: Path, origin: str) -> None:
+    """BIND's dnssec-verify (-z: the one key signs the zone and its DNSKEY set, a combined
+    signing key) and Knot's kzonecheck with its DNSSEC checks accept the zone file."""
+    out = run("dnssec-verify", "-z", "-o", origin, str(path))
+    assert out.returncode == 0 and "Zone fully signed" in out.stderr + out.stdout, \
+        f"{path.name}: {out.stdout}{out.stderr}"
+    out = run("kzonecheck", "-d", "on", "-o", origin, str(path))
+    assert out.returncode == 0 and not (out.stdout + out.stderr).strip(), f"{path.name}: {out}"
+
+
+def _types_in(zone: dns.zone.Zone) -> set[str]:
+    return {dns.rdatatype.to_text(rds.rdtype) for _, node in zone.items() for rds in node}
+
+
+@needs("dnssec-verify", "kzonecheck")
+def test_signed_axfr_carries_dnssec_and_verifies(tmp_path: Path) -> None:
+    """An AXFR from a signed server carries its DNSKEY, RRSIGs, NSEC chain and the
+    children's DS; BIND's and Knot's DNSSEC checkers accept every zone so transferred."""
+    hierarchy, _ = _signed_hierarchy()
+    for address, zone in sorted(hierarchy.zone_of.items()):
+        server = hierarchy.servers[address]
+        children = [c.zone for c in server.zone_data(zone).children]
+        server.transfer_acl = networks(["127.0.0.1"])
+        query = _query(zone, "AXFR")
+        messages = server.transfer(query.to_wire(), ("127.0.0.1", 4000), 0.0)
+        assert messages is not None
+        xfr = dns.zone.from_xfr((dns.message.from_wire(w, xfr=True) for w in messages),
+                                relativize=False)
+        assert {"DNSKEY", "RRSIG", "NSEC", "SOA", "NS"} <= _types_in(xfr), zone
+        assert children or zone.count(".") > 1
+        for child in children:
+            assert xfr.get_rdataset(child, "DS") is not None, (zone, child)
+        path = tmp_path / zone_file_name(zone)
+        xfr.to_file(str(path), relativize=False)
+        _dnssec_checks(path, zone)
+
+
+@needs("dnssec-verify", "kzonecheck", "named-checkzone", "nsd-checkzone")
+def test_export_sign_verifies_and_parents_hold_the_childrens_ds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``tooldns export-zones --sign``: every file passes dnssec-verify and kzonecheck (and
+    the plain checkers), each parent holds the DS of each child's DNSKEY, the root's DS is
+    the trust anchor printed, and each file holds what the signed server transfers."""
+    import dns.dnssec
+
+    from sim.cli import export_zones
+    from sim.cli import main as cli
+
+    out = tmp_path / "signed"
+    argv = ["export-zones", str(out), "--tools", "60", "--branching", "2", "--depth", "2",
+            "--seed", "4", "--orgs", "1", "--sign"]
+    assert export_zones.run(cli.build_parser().parse_args(argv)) == 0
+    printed = capsys.readouterr().out
+    hierarchy, anchor = _signed_hierarchy()
+    assert "signed zones" in printed and f"trust anchor: . DS {anchor}" in printed
+    files = sorted(out.glob("*.zone"))
+    assert len(files) == len(set(hierarchy.zone_of.values()))
+    assert _check_zone_files(out, signed=True) == len(files)
+    zones = {_origin_of(p): _records_of(p.read_text(), _origin_of(p)) for p in files}
+    for path in files:
+        _dnssec_checks(path, _origin_of(path))
+    for zone, parsed in zones.items():
+        keys = parsed.get_rdataset(zone, "DNSKEY")
+        assert keys is not None and len(keys) == 1
+        ds = dns.dnssec.make_ds(zone, keys[0], "SHA256")
+        if zone == ".":
+            assert ds.to_text() == anchor
+            continue
+        parent = max((z for z in zones if zone.endswith("." + z) or z == "."),
+                     key=lambda z: z.count(".") if z != "." else 0)
+        held = zones[parent].get_rdataset(zone, "DS")
+        assert held is not None and list(held) == [ds], (parent, zone)
+    first = {z: a for a, z in reversed(list(hierarchy.zone_of.items()))}
+    for zone, parsed in zones.items():  # the file is what an AXFR from ToolDNS carries
+        server = hierarchy.servers[first[zone]]
+        server.transfer_acl = networks(["127.0.0.1"])
+        messages = server.transfer(_query(zone, "AXFR").to_wire(), ("127.0.0.1", 1), 0.0)
+        assert messages is not None
+        assert dns.zone.from_xfr((dns.message.from_wire(w, xfr=True) for w in messages),
+                                 relativize=False) == parsed, zone
+
+
+def test_primary_serves_the_walk_records_its_copies_hold() -> None:
+    """The TYPE65280 wildcard records of the export and the AXFR: a copy expands them below
+    ``_svc._proto.<zone>``; the primary answers the same record there (and at the
+    wildcard's own name), so primary and copies serve the same records."""
+    ns = synthetic(n_tools=20, branching=2, depth=1, seed=1, n_orgs=0)
+    hierarchy = build_hierarchy(ns)
+    for address, zone in hierarchy.zone_of.items():
+        server = hierarchy.servers[address]
+        copy = _records_of(master_file(server.zone_data(zone), records=server.zone_records(
+            zone)), zone)
+        suffix = "" if zone == "." else zone
+        for service in SERVICES:
+            for proto in PROTOCOLS:
+                wild = f"*._{service}._{proto}.{suffix}"
+                held = copy.get_rdataset(wild, 65280)
+                assert held is not None, wild
+                for name in (wild, f"x._{service}._{proto}.{suffix}",
+                             f"a.b._{service}._{proto}.{suffix}"):
+                    for qtype in (65280, "ANY"):
+                        reply = _parse(server.handle(_query(name, qtype).to_wire(),
+                                                     ("127.0.0.1", 1), 0))
+                        assert reply.rcode() == 0 and reply.flags & dns.flags.AA, name
+                        (rrset,) = reply.answer
+                        assert rrset.name == dns.name.from_text(name)
+                        assert rrset.rdtype == 65280 and rrset.ttl == held.ttl
+                        assert list(rrset) == list(held), name
+                    nodata = _parse(server.handle(_query(name, "A").to_wire(),
+                                                  ("127.0.0.1", 1), 0))
+                    assert nodata.rcode() == 0 and not nodata.answer
+        # the apex, the names above the wildcard and its parent hold no such record
+        for name in (zone, f"_tcp.{suffix}", f"_mcp._tcp.{suffix}"):
+            reply = _parse(server.handle(_query(name, 65280).to_wire(), ("127.0.0.1", 1), 0))
+            assert reply.rcode() == 0 and not reply.answer, name
 
 
 # ---------------------------------------------------------------------- live servers

@@ -487,3 +487,176 @@ def test_live_server_keeps_answering_after_many_malformed_requests(ns) -> None:
     stats = setup.server.stats
     assert stats["malformed"] == 20 and stats["body_too_large"] == 20
     assert stats["headers_too_large"] == 20 and setup.server.open_connections == 0
+
+
+# ---------------------------------------------------------------- issue 45: framing, chunks,
+# pipelining
+
+
+def _statuses(data: bytes) -> list[int]:
+    """The status of every response in ``data`` (one connection's bytes, the last of them
+    perhaps closing it)."""
+    out = []
+    while data:
+        conn = h11.Connection(h11.CLIENT)
+        conn.send(h11.Request(method="GET", target="/", headers=[("Host", "r")]))
+        conn.send(h11.EndOfMessage())
+        conn.receive_data(data)
+        while not isinstance(event := conn.next_event(), h11.EndOfMessage):
+            assert event not in (h11.NEED_DATA, h11.PAUSED), "a response cut short"
+            if isinstance(event, h11.Response):
+                out.append(event.status_code)
+        data = conn.trailing_data[0]
+    return out
+
+
+def _smuggling(token: str) -> bytes:
+    """A search with both Content-Length and chunked framing: read as chunked, its "body" is
+    empty and a second request follows it; read by Content-Length, it is one request."""
+    return (b"POST " + SEARCH.encode() + b" HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer "
+            + token.encode() + b"\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"0\r\n\r\nGET /api/v1/smuggled HTTP/1.1\r\nHost: r\r\n\r\n")
+
+
+def test_content_length_beside_transfer_encoding_is_400_and_closes(agentdns) -> None:
+    """RFC 9112 §6.3: such a request may be smuggling; rejected, and the connection closed
+    (what follows it is never read as a request)."""
+    server = agentdns.server
+    reply, close = server.receive("smuggle", _smuggling(agentdns.token), 0.0)
+    assert _statuses(reply) == [400] and close
+    assert b"Connection: close" in reply
+    assert server.stats["ambiguous_framing"] == 1
+    assert server.app.stats["search"] == 0 and server.app.stats["http_404"] == 0
+
+
+def test_a_body_in_too_many_chunks_is_refused_at_the_bound(ns) -> None:
+    """Each chunk costs the parser an event: a body of 1-byte chunks is refused (413) as
+    its chunk past ``max_chunks`` arrives, not after 64 KiB of them."""
+    assert 0 < Limits().max_chunks <= 1024
+    setup = build_registry("agentdns", ns, make_scorer("bm25"), seed=3,
+                           limits=Limits(max_chunks=64))
+    server = setup.server
+    head = (b"POST " + SEARCH.encode() + b" HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer "
+            + setup.token.encode() + b"\r\nTransfer-Encoding: chunked\r\n\r\n")
+    assert server.receive("drip", head, 0.0) == (b"", False)
+    for _ in range(64):
+        assert server.receive("drip", b"1\r\n{\r\n", 0.0) == (b"", False)
+    reply, close = server.receive("drip", b"1\r\n{\r\n", 0.0)
+    assert _status(reply) == 413 and close and server.stats["too_many_chunks"] == 1
+    # the same body in 64 chunks or fewer is read (and answered: it is not JSON)
+    body = b'{"query":"weather","limit":1}'
+    chunked = head + b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 8]), body[i:i + 8])
+                              for i in range(0, len(body), 8)) + b"0\r\n\r\n"
+    reply, close = server.receive("fine", chunked, 0.0)
+    assert _status(reply) == 200 and not close
+
+
+def test_pipelined_requests_are_answered_a_few_per_call(agentdns) -> None:
+    """Forty pipelined searches in one read: ``max_pipelined`` answered per call, the rest
+    kept (unparsed) until the engine resumes, each call then answering the next ones."""
+    server = agentdns.server
+    one = _request("POST", SEARCH, {"query": "weather", "limit": 1}, agentdns.token)
+    reply, close = server.receive("p", one * 40, 0.0)
+    most = server.limits.max_pipelined
+    assert len(_statuses(reply)) == most < 40 and not close
+    assert server.app.stats["search"] == most and server.backlog("p") > 0
+    answered = most
+    while server.backlog("p"):
+        reply, close = server.resume("p", 0.0, 1)
+        assert len(_statuses(reply)) == 1 and not close
+        answered += 1
+    assert answered == 40 == server.app.stats["search"]
+
+
+def test_a_client_pipelining_past_its_bound_is_told_503_and_closed(ns) -> None:
+    """Unanswered pipelined requests per client address are bounded (bytes read and not
+    yet answered, over its connections): the connection that passes the bound gets its
+    first answer, then a 503, and is closed; the client's others are served."""
+    setup = build_registry("agentdns", ns, make_scorer("bm25"), seed=3)
+    server = RegistryServer(setup.server.app, limits=setup.server.limits,
+                            max_client_backlog=8 * 1024)
+    one = _request("POST", SEARCH, {"query": "weather", "limit": 1}, setup.token)
+    many = one * (4096 // len(one) + 1)  # a little over 4 KiB unanswered after the first
+    for conn in ("c1", "c2"):
+        assert server.accept(("10.0.0.1", conn), 0.0, client="10.0.0.1")
+        reply, close = server.receive(("10.0.0.1", conn), many, 0.0, 1)
+        assert _statuses(reply) == [200] and not close
+    assert server.accept(("10.0.0.1", "c3"), 0.0, client="10.0.0.1")
+    reply, close = server.receive(("10.0.0.1", "c3"), many, 0.0, 1)
+    assert _statuses(reply) == [200, 503] and close
+    assert server.stats["pipeline_overflow"] == 1
+    assert server.accept(("10.0.0.2", "c1"), 0.0, client="10.0.0.2")  # others: untouched
+    reply, close = server.receive(("10.0.0.2", "c1"), many, 0.0, 1)
+    assert _statuses(reply) == [200] and not close
+
+
+@pytest.mark.live
+def test_live_smuggled_request_is_never_served(ns) -> None:
+    setup = build_registry("agentdns", ns, make_scorer("bm25"), seed=3, address="127.0.81.3",
+                           port=0)
+
+    async def main() -> bytes:
+        async with _serving(setup) as addr:
+            reader, writer = await asyncio.open_connection(*addr)
+            writer.write(_smuggling(setup.token))
+            got = b""
+            with contextlib.suppress(ConnectionError, OSError):
+                while chunk := await asyncio.wait_for(reader.read(65536), 10.0):
+                    got += chunk  # until the server closes
+            writer.close()
+            return got
+
+    got = asyncio.run(main())
+    assert _statuses(got) == [400] and setup.server.stats["ambiguous_framing"] == 1
+    assert setup.server.app.stats["http_401"] == 0  # the smuggled request was not read
+
+
+@pytest.mark.live
+def test_live_pipelined_searches_never_read_do_not_hold_up_other_clients(ns) -> None:
+    """Eight connections each pipeline 400 searches and never read an answer; another
+    client (a thread, one search after another) is answered meanwhile as if they were
+    not there: one pipelined request per connection and turn, the next once its answer has
+    been taken, rather than every request of a read in one go (~0.5 s a read here, and
+    several reads come in the same turn)."""
+    import socket
+    import threading
+    import time
+
+    big = synthetic(n_tools=2000, branching=4, depth=2, seed=7, n_orgs=1, n_queries=10)
+    setup = build_registry("agentdns", big, make_scorer("bm25"), seed=3,
+                           address="127.0.81.4", port=0)
+    many = _request("POST", SEARCH, {"query": "weather forecast maps", "limit": 100},
+                    setup.token) * 400
+    ok = _request("POST", SEARCH, {"query": "weather", "limit": 1}, setup.token)
+
+    def victim(addr: tuple[str, int], took: list[float], stop: threading.Event) -> None:
+        while not stop.is_set():
+            start = time.perf_counter()
+            with socket.create_connection(addr, timeout=30.0) as s:
+                s.sendall(ok)
+                client, resp = ClientConnection(REGISTRY_HOST), None
+                while resp is None:
+                    resp = client.receive(s.recv(65536))
+                assert resp.status == 200
+            took.append(time.perf_counter() - start)
+
+    async def main() -> list[float]:
+        took: list[float] = []
+        stop = threading.Event()
+        async with _serving(setup, write_timeout=3.0) as addr:
+            asking = asyncio.get_running_loop().run_in_executor(None, victim, addr, took, stop)
+            await asyncio.sleep(0.2)
+            held = []
+            for _ in range(8):
+                _, w = await asyncio.open_connection(*addr)
+                w.write(many)
+                held.append(w)
+            await asyncio.sleep(2.0)
+            stop.set()
+            await asyncio.wait_for(asking, 30.0)
+            for w in held:
+                w.transport.abort()
+        return took
+
+    took = asyncio.run(main())
+    assert len(took) > 10 and max(took) < 0.3, [round(t, 3) for t in took]

@@ -226,7 +226,8 @@ def test_signed_nodata_at_an_empty_non_terminal_carries_an_nsec_proof(ns):
     signer = h.servers[address].signer
     for name, qtype, types in (("_tcp.tools.", "DS", {"RRSIG", "NSEC"}),
                                ("_mcp._tcp.tools.", "A", {"RRSIG", "NSEC"}),
-                               ("tools.", "SRV", {"SOA", "NS", "TXT", "RRSIG", "NSEC"})):
+                               ("tools.", "SRV", {"SOA", "NS", "TXT", "DNSKEY", "RRSIG",
+                                                  "NSEC"})):
         wire = dns.message.make_query(name, qtype, want_dnssec=True).to_wire()
         msg = dns.message.from_wire(h.servers[address].handle(wire, SRC, 0.0))
         assert msg.rcode() == 0 and not msg.answer
@@ -239,7 +240,7 @@ def test_signed_nodata_at_an_empty_non_terminal_carries_an_nsec_proof(ns):
         sigs = next(r for r in msg.authority if r.rdtype == dns.rdatatype.RRSIG
                     and r.covers == dns.rdatatype.NSEC)
         verify_rrset(nsec, sigs, dns.name.from_text("tools."), [signer.dnskeys["tools."]])
-    # NXDOMAIN stays without a proof, and unsigned replies never get one
+    # unsigned replies never get a proof
     plain = ask(h, "tools.", "_tcp.tools.", "A")
     assert not [rr for rr in plain.auth if rr.rtype == QTYPE.NSEC]
 

@@ -61,7 +61,7 @@ SAMPLES: dict[type, dict[str, object]] = {
     Outgoing: {"data": b"\x12\x34", "dst": ("10.0.0.1", 53), "transport": "tcp",
                "reply": True, "step": _STEP},
     WireCost: {"bytes_up": 1, "packets_up": 2, "bytes_down": 3, "packets_down": 4},
-    Intent: {"text": "weather now", "k": 5, "version": 2},
+    Intent: {"text": "weather now", "k": 5, "version": 2, "beam": 3},
     _Task: {"gen": _gen(), "result": DiscoveryResult(_DISC, 0.0),
             "asks": [Ask("x.", 1, (), None)], "replies": [None], "client": None,
             "client_wire": b"\x01", "value": 5, "waiting": 2},

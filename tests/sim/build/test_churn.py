@@ -197,16 +197,16 @@ def test_registries_update_their_index_at_once() -> None:
 
 def test_interrupted_churn_run_keeps_probes_out_of_the_partial_summary(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sim.engines.catalog import EngineInfo, engine_info
+    from sim.catalog.engines import EngineInfo, engine_info
 
     real = engine_info("simpy").load()
     calls: list[str] = []
 
-    def crash_second(plan):  # type: ignore[no-untyped-def]
+    def crash_second(plan, sink=None):  # type: ignore[no-untyped-def]
         calls.append(plan.scheme)
         if len(calls) == 2:
             raise RuntimeError("engine bug")
-        return real(plan)
+        return real(plan, sink)
 
     monkeypatch.setattr(EngineInfo, "load", lambda self: crash_second)
     with pytest.raises(RuntimeError, match="engine bug"):

@@ -10,7 +10,15 @@ import pytest
 
 from nodes.resolver.config import ResolverConfig
 from nodes.resolver.types import Discovery
-from sim.build.faults import FaultPlan, Interval, Nodes, build_fault_plan, registry_order, select
+from sim.build.faults import (
+    FaultPlan,
+    FaultState,
+    Interval,
+    Nodes,
+    build_fault_plan,
+    registry_order,
+    select,
+)
 from sim.build.hierarchy import build_hierarchy
 from sim.engines.memory import MemoryNetwork
 from sim.errors import ScenarioError
@@ -32,10 +40,12 @@ NODES = Nodes(
     agents=["127.2.0.1", "127.2.0.2"])
 
 
-def plan_of(*events: dict, seed: int = 1, horizon: float = 100.0) -> FaultPlan:
+def plan_of(*events: dict, seed: int = 1, horizon: float = 100.0) -> FaultState:
+    """One run's state of the schedule of ``events``, started at node time 10."""
     plan = build_fault_plan(FaultsSpec(events=events), NODES, seed, horizon)  # type: ignore[arg-type]
-    plan.start(10.0)  # workload time 0 = node time 10
-    return plan
+    state = plan.begin()
+    state.start(10.0)  # workload time 0 = node time 10
+    return state
 
 
 def test_selectors_name_the_intended_nodes() -> None:
@@ -107,9 +117,10 @@ def test_windows_merge_and_start_gates_everything() -> None:
                       Interval(1, "down", 2, 5, frozenset({"y"})),
                       Interval(2, "slow", 7, math.inf, frozenset({"x"}), delay=1)], 0)
     assert plan.windows() == [(1, 5), (7, math.inf)]
-    assert not plan.down("x", 2.0)  # not started (e.g. during K = 0 warming)
-    plan.start(0.0)
-    assert plan.down("x", 2.0) and plan.down("y", 4.0) and not plan.down("x", 4.0)
+    state = plan.begin()
+    assert not state.down("x", 2.0)  # not started (e.g. during K = 0 warming)
+    state.start(0.0)
+    assert state.down("x", 2.0) and state.down("y", 4.0) and not state.down("x", 4.0)
 
 
 def test_registry_order_rotates_per_agent() -> None:
@@ -129,7 +140,7 @@ def test_registry_order_rotates_per_agent() -> None:
     ("faults: {events: [{kind: crash, target: replica:0}]}", "faults.events.0.kind", "'down'"),
     ("schemes: [{name: a, replicas: 2}]", "schemes.0.replicas", "registry schemes"),
     ("schemes: [{name: a, kind: agentdns, serve_stale: true}]", "schemes.0.serve_stale",
-     "tooldns schemes only"),
+     "DNS schemes only"),
 ])
 def test_bad_fault_sections_are_rejected(tmp_path: Path, text: str, field: str,
                                          words: str) -> None:

@@ -5,6 +5,7 @@ progress callbacks, provenance, agent timeouts from the scenario, busy ports."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -241,3 +242,86 @@ def test_quiet_and_verbose(tmp_path: Path) -> None:
     assert loud.returncode == 0
     assert "scheme tooldns on simpy (30 queries)" in loud.stderr  # progress
     assert "tooldns.run INFO scheme nocache on simpy: 30 of 30 discoveries" in loud.stderr
+
+
+# ------------------------------------------------------------------------ issue 45
+
+
+def test_little_free_space_is_one_warning_line(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The output check's warning was printed ``warning: warning: ...``."""
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(10**9, 0, 3_000_000))
+    small = {**SMALL, "workload": {"queries": 5}, "schemes": SMALL["schemes"][:1]}
+    path, out = _file(tmp_path, small), tmp_path / "out"
+    assert cli.main(["run", str(path), "--out", str(out), "--format", "csv"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: warning" not in err
+    (line,) = [x for x in err.splitlines() if "little free space" in x]
+    assert line.startswith(f"warning: {out}: little free space")
+    sweep = _file(tmp_path, {**small, "sweep": {"grid": {"seed": [1]}}}, "sweep.yaml")
+    assert cli.main(["sweep", str(sweep), "--out", str(tmp_path / "sw"), "--format",
+                     "csv"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: warning" not in err and f"warning: {tmp_path / 'sw'}: little" in err
+
+
+def test_a_second_run_into_the_same_folder_is_refused(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    """Two runs writing the same --out both reported success and the last silently won:
+    the folder is locked for a run, and a second one is refused with one line naming the
+    folder and the holder."""
+    path = _file(tmp_path, {**SMALL, "workload": {"queries": 5}})
+    out = tmp_path / "out"
+    holder = subprocess.Popen(  # another process running into `out` (the lock a run takes)
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from analysis.files import OutputLock; "
+         "lock = OutputLock(Path(sys.argv[1])); lock.__enter__(); print('held', flush=True); "
+         "time.sleep(60)", str(out)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert cli.main(["run", str(path), "--out", str(out)]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert str(out) in line and f"pid {holder.pid}" in line, line
+        assert not (out / "summary.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert cli.main(["run", str(path), "--out", str(out)]) == 0  # the holder is gone
+    assert (out / "summary.json").exists()
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
+def test_run_in_process_holds_the_lock(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from analysis.files import OutputLock
+
+    path = _file(tmp_path, {**SMALL, "workload": {"queries": 5}})
+    out = tmp_path / "out"
+    with OutputLock(out):
+        assert cli.main(["run", str(path), "--out", str(out)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "another run" in line and f"pid {os.getpid()}" in line
+    assert not out.exists()  # made for the lock, removed with it
+
+
+@pytest.mark.live
+def test_live_run_on_a_busy_port_is_one_line(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture) -> None:
+    """The live engine's port taken: a 60-line traceback after the first scheme had been
+    calibrated; now one line naming the port and --port before any scheme runs."""
+    small = {**SMALL, "engine": "live", "workload": {"queries": 4},
+             "network": {**SMALL["network"], "agents": 1}}
+    path, out = _file(tmp_path, small), tmp_path / "out"
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+        with socket.socket(socket.AF_INET, kind) as taken:
+            taken.bind(("0.0.0.0", 0))  # every loopback address of that port
+            if kind == socket.SOCK_STREAM:
+                taken.listen()
+            port = taken.getsockname()[1]
+            assert cli.main(["run", str(path), "--port", str(port), "--out", str(out)]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert f":{port}" in line and "in use" in line and "--port" in line, line
+        assert not out.exists()

@@ -1,4 +1,4 @@
-"""One tiny scenario per feature of the engine catalogue (:data:`sim.engines.catalog.FEATURES`),
+"""One tiny scenario per feature of the engine catalogue (:data:`sim.catalog.engines.FEATURES`),
 for the matrix test (``test_matrix.py``) and the catalogue's refusal test
 (``test_catalog.py``): ``scenarios/engines-small.yaml`` cut to 12 queries on 5 ms links and
 fixed processing times, with the feature switched on."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.engines.catalog import Feature
+from sim.catalog.engines import Feature
 from sim.scenario import Scenario
 from tests.factories import scenario
 

@@ -1,4 +1,4 @@
-"""The engine catalogue (sim/engines/catalog.py): its declarations, the refusals made from
+"""The engine catalogue (sim/catalog/engines.py): its declarations, the refusals made from
 them (``check_engine``, before anything runs) and the table generated into docs/engines.md.
 Running every cell is ``test_matrix.py``."""
 
@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli.main import main as cli
-from sim.engines import matrix
-from sim.engines.catalog import (
+from sim.catalog.engines import (
     ENGINES,
     FEATURES,
     SHARDED,
@@ -22,6 +20,8 @@ from sim.engines.catalog import (
     engines_with,
     refusal,
 )
+from sim.cli.main import main as cli
+from sim.engines import matrix
 from sim.errors import ScenarioError
 from sim.run.runner import check_engine
 from tests.sim.engines.features import SHARDED_COLUMN, cell_scenario

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from dnslib import DNSRecord
 
 import nodes.agent.stub
 import nodes.dns.message
@@ -77,7 +78,9 @@ def test_fast_codec_gives_dnslibs_results(monkeypatch: pytest.MonkeyPatch) -> No
     pd.testing.assert_frame_equal(fast[1], slow[1])
 
 
-def test_reset_forgets_counters_and_cache() -> None:
+def test_a_run_leaves_the_shared_servers_as_built_and_reset_forgets() -> None:
+    """A run counts and caches in its servers' instances (its output reports them); the
+    shared servers stay as built. ``reset`` still brings a server used directly back."""
     sc = Scenario.model_validate(BASE)
     ns = build_namespace(sc)
     jobs = build_jobs(sc, ns, sc.network.agents)
@@ -85,9 +88,14 @@ def test_reset_forgets_counters_and_cache() -> None:
     from sim.engines.simpy import run_simpy
 
     plan, _ = make_plan(sc, sc.schemes[0], ns, jobs, hierarchy=hierarchy)
-    run_simpy(plan)
-    assert any(s.stats.counts for s in hierarchy.servers.values())
-    assert any(s._cache for s in hierarchy.servers.values())
+    out = run_simpy(plan)
+    assert any(out.servers.values())  # the run's servers counted
+    assert not any(s.stats.counts for s in hierarchy.servers.values())
+    assert not any(s._cache for s in hierarchy.servers.values())
+    server = hierarchy.servers[hierarchy.root_hints[0]]
+    query = DNSRecord.question("tools.", "SOA").pack()
+    assert server.handle(query, ("127.0.0.9", 5353), 0.0) is not None
+    assert server.stats.counts and server._cache
     hierarchy.reset()
     assert not any(s.stats.counts for s in hierarchy.servers.values())
     assert not any(s._cache for s in hierarchy.servers.values())

@@ -208,8 +208,10 @@ def test_only_simpy_shards_and_each_shard_needs_a_resolver() -> None:
     sc = with_shards(small(**CASE), args)
     assert sc.engine_options.shards.workers == 3
     assert sc.engine_options.shards.address == "ray://head:10001"
+    # --engine is folded into the scenario where the command reads it (scenario_from_args)
     with pytest.raises(ScenarioError, match=r"f\.yaml: engine_options\.shards\.workers"):
-        with_shards(small(**CASE), argparse.Namespace(**{**vars(args), "engine": "ray"}))
+        with_shards(small(**CASE).with_overrides({"engine": "ray"}),
+                    argparse.Namespace(**{**vars(args), "engine": "ray"}))
 
 
 def test_partition_keeps_agents_with_their_resolver() -> None:
@@ -222,7 +224,7 @@ def test_partition_keeps_agents_with_their_resolver() -> None:
         assert sorted(j.index for p in parts for j in p.jobs) == [j.index for j in whole.jobs]
         for p in parts:
             assert p.resolvers and p.agents and p.shard is not None
-            assert all(a.resolver[0] in p.resolvers for a in p.dns_agents().values())
+            assert all(a.resolver[0] in p.resolvers for a in p.agents.values())  # type: ignore[union-attr]
             assert p.hierarchy.servers.keys() == whole.hierarchy.servers.keys()
 
 
@@ -257,11 +259,11 @@ def test_merge_is_independent_of_arrival_order() -> None:
     sc = small(**overrides)
     plan = first_plan(sc)
     state = shards.ShardState(shards.unpack(shards.pack(shards.shared_build(sc, plan))))
-    times = {name: getattr(plan, name) for name in shards.TIMES}
+    times = shards.plan_times(plan)
     packed = [shards.pack(state.run(plan.scheme, i, 3, times)) for i in range(3)]
     digests = []
     for order in ((0, 1, 2), (2, 1, 0), (1, 2, 0)):
-        merge = shards.ShardMerge(first_plan(sc), 3)
+        merge = shards.ShardMerge(3)
         for i in order:
             merge.add(shards.unpack(packed[i]))
         digests.append(_digest(merge.result()))
@@ -269,7 +271,7 @@ def test_merge_is_independent_of_arrival_order() -> None:
     shard_of = [j.agent % 3 for j, _ in merge.out.stubs]
     assert shard_of == sorted(shard_of) and set(shard_of) == {0, 1, 2}
     with pytest.raises(RuntimeError, match="1 of 3 pieces"):
-        partial = shards.ShardMerge(first_plan(sc), 3)
+        partial = shards.ShardMerge(3)
         partial.add(shards.unpack(packed[0]))
         partial.add(shards.unpack(packed[2]))
         partial.result()

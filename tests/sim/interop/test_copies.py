@@ -180,8 +180,14 @@ def test_copies_hold_the_walk_records(hierarchy: Hierarchy, tooldns: int,
     where, port = copies
     reply = _ask(where["knot secondary"], port, "*._mcp._tcp.tools.", 65280)
     assert reply.rcode() == dns.rcode.NOERROR and len(reply.answer) == 1
-    # a name outside the walk still does not exist, on ToolDNS and on the copies
+    # ToolDNS serves the records its copies expand from that wildcard, at the same names
     tld = next(a for a, z in hierarchy.zone_of.items() if z == "tools.")
+    for name in ("*._mcp._tcp.tools.", "weather._mcp._tcp.tools.", "a.b._rest._udp.tools."):
+        ours = _answer(_ask(tld, tooldns, name, 65280))
+        assert ours[0] == "NOERROR" and ours[1], name
+        for address in where.values():
+            assert _answer(_ask(address, port, name, 65280)) == ours, name
+    # a name outside the walk still does not exist, on ToolDNS and on the copies
     assert _ask(tld, tooldns, "x._tcp.tools.", "A").rcode() == dns.rcode.NXDOMAIN
     for address in where.values():
         assert _ask(address, port, "x._tcp.tools.", "A").rcode() == dns.rcode.NXDOMAIN

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -285,6 +286,29 @@ def test_pdns_recursor_accepts_the_nsec_at_empty_non_terminals(matrix: dict) -> 
     assert q["answer"]["rcode"] == "NOERROR" and q["answer"]["ad"]
     lines = matrix["resolvers"]["pdns-recursor"]["variants"]["dnssec"]["log_lines"]
     assert not any("Invalid denial" in line for line in lines), lines
+
+
+@needs_root
+@pytest.mark.parametrize("name", RECURSORS)
+def test_recursors_validate_denial_ds_and_dnskey(matrix: dict, name: str) -> None:
+    """With the root DS as trust anchor, every recursor proves NXDOMAIN (a name missing
+    from a leaf, and one below the empty non-terminal ``_tcp.tools.``) and NODATA from the
+    servers' NSEC records and answers both with AD, not SERVFAIL; the leaf's DS (answered
+    by its parent) and DNSKEY come back validated too."""
+    _installed(name)
+    row = _row(matrix, name, "DNSSEC denial")
+    assert row["cell"] == "yes", row
+    for key in ("NXDOMAIN", "NXDOMAIN below an empty non-terminal"):
+        answer = _probe(matrix, name, key, "dnssec")["answer"]
+        assert answer["rcode"] == "NXDOMAIN" and answer["ad"], (key, answer)
+    nodata = _probe(matrix, name, "NODATA", "dnssec")["answer"]
+    assert nodata["rcode"] == "NOERROR" and nodata["ad"] and not nodata.get("types"), nodata
+    for key in ("DS", "DNSKEY"):  # the RRset with its RRSIG (the stub set DO)
+        answer = _probe(matrix, name, key, "dnssec")["answer"]
+        assert answer["rcode"] == "NOERROR" and answer["ad"], answer
+        assert answer["types"] == [key, "RRSIG"], answer
+    lines = matrix["resolvers"][name]["variants"]["dnssec"]["log_lines"]
+    assert not any(re.search(r"bogus|invalid denial", line, re.I) for line in lines), lines
 
 
 @needs_root

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nodes.resolver.config import SEARCHES, ResolverConfig
+from nodes.resolver.config import ResolverConfig
+from nodes.resolver.merge import SEARCHES
 from nodes.resolver.types import Discovery
 from nodes.scoring import DenseScorer, Scorer, make_scorer
 from sim.build.hierarchy import build_hierarchy
@@ -48,8 +49,8 @@ def test_a2x_descent_equals_resolver_walk(dense: bool) -> None:
     # K = 3 of 4 children referred: A2X selects among what the servers refer; K = 10: all
     # of them (the selection over every eligible child)
     for policy, k in [(p, 3) for p in POLICIES] + [("get_all", 10)]:
-        mine = [hier.descend(q.text, q.service, k, policy) for q in ns.queries]
-        config = ResolverConfig(search=f"a2x-{policy}")  # type: ignore[arg-type]
+        mine = [hier.walk(q.text, q.service, k, search=f"a2x-{policy}") for q in ns.queries]
+        config = ResolverConfig(search=f"a2x-{policy}")
         assert [r.tools for r in mine] == dns_walk(ns, scorer, ns.queries, k, 1, config)
         reached[policy, k] = sum(len(r.leaves) for r in mine)
     # get_one follows one branch; the others descend into several
@@ -57,7 +58,7 @@ def test_a2x_descent_equals_resolver_walk(dense: bool) -> None:
     assert reached["get_one", 3] < reached["get_important", 3] <= reached["get_all", 3]
     assert reached["get_all", 3] < reached["get_all", 10]  # fewer referred, fewer selected
     # get_one is the split walk with beam 1 (leaves merged round-robin, one leaf)
-    assert [hier.descend(q.text, q.service, 3, "get_one").tools for q in ns.queries] == [
+    assert [hier.walk(q.text, q.service, 3, search="a2x-get_one").tools for q in ns.queries] == [
         hier.walk(q.text, q.service, 3).tools for q in ns.queries]
 
 
@@ -85,8 +86,8 @@ def test_a2x_walks_from_caches_and_without_scores() -> None:
     [result] = fresh.run()
     assert fresh.resolver.stats["missing_scores"] > 0 and len(result.leaves) == 4
     with pytest.raises(ValueError, match="search: unknown 'a2x-get_some'"):
-        ResolverConfig(search="a2x-get_some")  # type: ignore[arg-type]
-    assert SEARCH_CHOICES == SEARCHES  # `tooldns query --search` spells them out
+        ResolverConfig(search="a2x-get_some")
+    assert tuple(SEARCHES) == SEARCH_CHOICES  # `tooldns query --search` spells them out
 
 
 def test_a2x_schemes_in_a_network_scenario(tmp_path: Path) -> None:

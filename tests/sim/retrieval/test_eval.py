@@ -44,7 +44,7 @@ def evaluator_walks(ns: Namespace, scorer: Scorer, search: str) -> list:
     global beam for ``search: global``, else the split walk."""
     hier = InProcessHierarchy(ns, scorer)
     if search == "global":
-        return [hier.global_walk(q.text, q.service, 3, 2).tools for q in ns.queries]
+        return [hier.walk(q.text, q.service, 3, 2, search="global").tools for q in ns.queries]
     return [hier.walk(q.text, q.service, 3, 2, merge="score").tools for q in ns.queries]
 
 
@@ -115,8 +115,8 @@ def test_global_beam_walk() -> None:
     hier = InProcessHierarchy(ns, make_scorer("bm25"))
     for q in ns.queries:
         top1 = hier.walk(q.text, q.service, 5)
-        assert hier.global_walk(q.text, q.service, 5, 1).tools == top1.tools
-        wide = hier.global_walk(q.text, q.service, 5, 100)  # every leaf of the service
+        assert hier.walk(q.text, q.service, 5, 1, search="global").tools == top1.tools
+        wide = hier.walk(q.text, q.service, 5, 100, search="global")  # every leaf of the service
         assert set(wide.leaves) == {z for z in ns.leaves() if any(
             ns.tools[t].service == q.service for t in ns.zones[z].tools)}
         assert wide.tools_examined == sum(t.service == q.service for t in ns.tools.values())
@@ -130,7 +130,7 @@ def test_score_merge_and_global_beam_equal_resolver_walks(scorer: str, beam: int
     by_score = [hier.walk(q.text, q.service, 4, beam, merge="score").tools for q in ns.queries]
     assert by_score == dns_walk(ns, scorer, ns.queries, 4, beam,
                                 ResolverConfig(merge="score"))
-    wide = [hier.global_walk(q.text, q.service, 4, beam).tools for q in ns.queries]
+    wide = [hier.walk(q.text, q.service, 4, beam, search="global").tools for q in ns.queries]
     assert wide == dns_walk(ns, scorer, ns.queries, 4, beam, ResolverConfig(search="global"))
     assert wide != [hier.walk(q.text, q.service, 4, beam).tools for q in ns.queries]
 
@@ -148,7 +148,7 @@ def test_centroid_routing_equals_resolver_walk(search: str) -> None:
         assert all(abs(np.linalg.norm(v) - 1) < 1e-5 for v in node.centroids.values())
     scorer = DenseScorer(hashed_words)
     mine = evaluator_walks(ns, scorer, search)
-    config = ResolverConfig(search=search, merge="score")  # type: ignore[arg-type]
+    config = ResolverConfig(search=search, merge="score")
     assert mine == dns_walk(ns, scorer, ns.queries, 3, 2, config)
     hier = InProcessHierarchy(ns, scorer)
     # the parent scores a child by cosine with the child's centroid for the query's service

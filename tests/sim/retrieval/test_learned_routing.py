@@ -37,7 +37,7 @@ def test_learned_centroids_route_the_resolver_as_the_evaluator(search: str) -> N
     assert any(n.centroids != plain[z] for z, n in ns.zones.items())  # the log moved them
     scorer = DenseScorer(hashed_words)
     mine = evaluator_walks(ns, scorer, search)
-    config = ResolverConfig(search=search, merge="score")  # type: ignore[arg-type]
+    config = ResolverConfig(search=search, merge="score")
     assert len(ns.queries) == len(test) and mine == dns_walk(ns, scorer, ns.queries, 3, 2,
                                                               config)
 

@@ -18,7 +18,7 @@ from sim.retrieval.evaluator import EvalConfig, Evaluator
 from sim.retrieval.grail import GrailIndex
 from sim.retrieval.ranked import Ranked
 from sim.retrieval.tiered import TieredIndex, name_phrase, stem, terms
-from sim.retrieval.tierspec import TIERED_PAPER, tiered_options
+from sim.tierspec import TIERED_PAPER, tiered_options
 from tests.sim.retrieval.test_grail import ROWS, Recorder, bow, row, small
 from tests.vectors import hashed_words
 from topologies.datasets import stratified_split, synthetic_catalog

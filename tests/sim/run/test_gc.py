@@ -39,14 +39,14 @@ def test_scheme_leftovers_frozen_then_thawed(monkeypatch: pytest.MonkeyPatch) ->
     frozen_between: list[int] = []
     survived: list[bool] = []
 
-    def execute(run: runner.Run, plan: Any) -> Any:
+    def execute(run: runner.Run, plan: Any, sink: Any) -> Any:
         frozen_between.append(gc.get_freeze_count())
         assert not gc.isenabled()  # a simulated scheme runs without the collector
         if cycles:  # a collection now does not reach the first scheme's frozen leftovers
             gc.collect()
             survived.append(cycles[0]() is not None)
         cycles.append(weakref.ref(_Cycle()))  # cyclic garbage the scheme leaves behind
-        return executed(run, plan)
+        return executed(run, plan, sink)
 
     monkeypatch.setattr(runner, "_execute", execute)
     was_enabled, before = gc.isenabled(), gc.get_freeze_count()

@@ -382,17 +382,17 @@ def test_real_tmpfs_read_only_and_full(tmp_path: Path) -> None:
 def test_a_crash_keeps_finished_schemes_and_a_complete_rerun_replaces_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sim.run.runner
-    from sim.engines.catalog import EngineInfo, engine_info
+    from sim.catalog.engines import EngineInfo, engine_info
     from sim.loading import load_scenario
 
     real = engine_info("simpy").load()
     calls = []
 
-    def crash_second(plan):  # type: ignore[no-untyped-def]
+    def crash_second(plan, sink=None):  # type: ignore[no-untyped-def]
         calls.append(plan.scheme)
         if len(calls) == 2:
             raise RuntimeError("engine bug")
-        return real(plan)
+        return real(plan, sink)
 
     sc = load_scenario(_scenario(tmp_path))
     out = tmp_path / "out"

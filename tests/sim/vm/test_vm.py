@@ -1,19 +1,25 @@
 """``tooldns run --vm``: the Mininet engine on netem links in a booted guest, against simpy;
-and no qemu process left after a run, a failure or Ctrl-C.
+and no qemu process left after a run, a failure, Ctrl-C or a SIGKILL; an output folder
+with a comma in its name shared as itself.
 
 Each test boots a real guest (qemu, Debian's kernel, the host's root over 9p). On this kind
 of machine that is TCG emulation (about 5 s to boot, then Python ~15x slower than on the
 host), so the scenario is ``scenarios/engines-vm.yaml``: a dozen queries over 50 ms links.
+The tests are independent: each looks only at the guests its own processes started (qemu
+is named after the process that runs it), and kills what is left of them however it ends.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -38,20 +44,80 @@ def vm_ok() -> None:
         pytest.skip(reason)
 
 
-def _tooldns(*args: str, **kwargs: object) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sim.cli", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            **kwargs)  # type: ignore[call-overload]
+def _qemus(owner: int) -> list[int]:
+    """The qemu processes started by process ``owner`` (named ``tooldns-vm-OWNER``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if (state != "Z" and b"qemu-system" in argv[0]
+                and f"tooldns-vm-{owner},".encode() in b" ".join(argv)):
+            found.append(int(entry))
+    return found
 
 
-def _qemus() -> list[str]:
-    """Every qemu process on the machine (none may outlive a run)."""
-    out = subprocess.run(["pgrep", "-a", "-f", "qemu-system"], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+def _kill_guests(owner: int) -> None:
+    """SIGKILL the qemu processes ``owner`` (a process of this test) started."""
+    for pid in _qemus(owner):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
-def test_netem_in_the_vm_agrees_with_simpy(vm_ok, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    proc = _tooldns("run", str(SCENARIO), "--vm", "--out", str(tmp_path / "vm"))
+def _die_with_this_process() -> Callable[[], None]:
+    """A preexec_fn: the child is killed if the test process dies (a CI job's timeout)."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return lambda: prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+@pytest.fixture
+def tooldns() -> Iterator[Callable[..., subprocess.Popen]]:
+    """Starts ``tooldns`` commands; whatever the test did (passed, failed, timed out), each
+    is killed, with any guest it left, and the guest folders of the dead are swept."""
+    started: list[subprocess.Popen] = []
+
+    def start(*args: str) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", "sim.cli", *args], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_die_with_this_process())
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        _kill_guests(proc.pid)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    try:
+        from sim.vm.machine import sweep_stale
+    except ImportError:  # a tree without the sweep
+        return
+    sweep_stale()
+
+
+def _until_up(proc: subprocess.Popen, seconds: float = 120) -> list[str]:
+    """stderr lines until the guest's job has started (its "up" line)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + seconds
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        seen.append(line)
+        if "tooldns-vm: up" in line or not line:
+            break
+    return seen
+
+
+def test_netem_in_the_vm_agrees_with_simpy(vm_ok, tooldns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    proc = tooldns("run", str(SCENARIO), "--vm", "--out", str(tmp_path / "vm"))
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
     assert "by the kernel's netem qdisc" in out
@@ -77,37 +143,87 @@ def test_netem_in_the_vm_agrees_with_simpy(vm_ok, tmp_path: Path) -> None:  # ty
     cached = (sim.round_trips == 0).to_numpy()
     excess = vm.latency_ms.to_numpy()[cached] - sim.latency_ms.to_numpy()[cached]
     assert cached.any() and pd.Series(excess).median() < 30.0, excess
-    assert not _qemus()
+    assert not _qemus(proc.pid)
 
 
-def test_ctrl_c_stops_the_guest(vm_ok, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    proc = _tooldns("run", str(SCENARIO), "--vm", "--out", str(tmp_path / "vm"))
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 120
-    seen = []
-    while time.monotonic() < deadline:  # the guest is up: its job has started
-        line = proc.stderr.readline()
-        seen.append(line)
-        if "tooldns-vm: up" in line or not line:
-            break
+def test_ctrl_c_stops_the_guest(vm_ok, tooldns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    proc = tooldns("run", str(SCENARIO), "--vm", "--out", str(tmp_path / "vm"))
+    seen = _until_up(proc)
     assert any("tooldns-vm: up" in s for s in seen), seen
-    assert _qemus()
+    assert _qemus(proc.pid)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted" in err
-    assert not _qemus()
+    assert not _qemus(proc.pid)
     left = sorted(p.name for p in (tmp_path / "vm").iterdir())
     assert left == [], left  # no results, no staging folder of the stopped guest
 
 
-def test_a_guest_that_overruns_is_stopped(vm_ok, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    proc = _tooldns("run", str(SCENARIO), "--vm", "--vm-timeout", "3", "--out",
-                    str(tmp_path / "vm"))
+def test_a_guest_that_overruns_is_stopped(vm_ok, tooldns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    proc = tooldns("run", str(SCENARIO), "--vm", "--vm-timeout", "3", "--out",
+                   str(tmp_path / "vm"))
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1
     assert "did not finish within 3 s" in err
-    assert not _qemus()
+    assert not _qemus(proc.pid)
+
+
+def _guest_folder(qemu: int) -> Path:
+    """The temporary folder of a running guest: where its initramfs is."""
+    argv = Path(f"/proc/{qemu}/cmdline").read_bytes().decode().split("\0")
+    return Path(argv[argv.index("-initrd") + 1]).parent
+
+
+def test_sigkill_takes_the_guest_along_and_the_next_start_sweeps(  # type: ignore[no-untyped-def]
+        vm_ok, tooldns, tmp_path: Path) -> None:
+    """SIGKILL of ``tooldns run --vm`` (no handler runs): its qemu goes within seconds, not
+    minutes; its temporary folder is removed when the next guest starts."""
+    proc = tooldns("run", str(SCENARIO), "--vm", "--out", str(tmp_path / "vm"))
+    seen = _until_up(proc)
+    assert any("tooldns-vm: up" in s for s in seen), seen
+    (qemu,) = _qemus(proc.pid)
+    folder = _guest_folder(qemu)
+    assert folder.is_dir()
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _qemus(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _qemus(proc.pid), "qemu outlived the tooldns run --vm that started it"
+    assert folder.is_dir()  # nothing ran to remove it
+    again = tooldns("run", str(SCENARIO), "--vm", "--vm-timeout", "1", "--out",
+                    str(tmp_path / "vm2"))
+    _, err = again.communicate(timeout=120)
+    assert again.returncode == 1 and "did not finish within 1 s" in err, err[-2000:]
+    assert not folder.exists(), err[-2000:]
+    assert "stale guest" in err
+
+
+WRITE_MARKER = """
+import sys
+from pathlib import Path
+Path(sys.argv[1], "marker").write_text("written in the guest")
+"""
+
+
+def test_an_output_folder_with_a_comma_is_shared_as_itself(vm_ok, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Before, qemu read ``x,path=OTHER`` as two path options and shared OTHER read-write
+    (as root) instead; now the guest's writes land in the folder named, and only there."""
+    from sim.vm.job import VMOptions, run_in_vm
+
+    other = tmp_path / "another"
+    other.mkdir()
+    out = tmp_path / "results" / f"x,path={other}"
+    lines: list[str] = []
+    try:
+        got = run_in_vm([sys.executable, "-c", WRITE_MARKER, str(out)], out,
+                        VMOptions(timeout_s=240), console=lines.append, progress=lines.append)
+    finally:
+        _kill_guests(os.getpid())
+    assert got.status == 0, lines[-20:]
+    assert (out / "marker").read_text() == "written in the guest"
+    assert sorted(p.name for p in other.iterdir()) == []
 
 
 GUEST_TC = """
@@ -131,9 +247,12 @@ def test_the_guest_kernel_takes_the_models_delay_table(vm_ok, tmp_path: Path) ->
     from sim.vm.job import VMOptions, run_in_vm
 
     lines: list[str] = []
-    got = run_in_vm([sys.executable, "-c", GUEST_TC], tmp_path / "out",
-                    VMOptions(timeout_s=240), console=lines.append, progress=lines.append)
+    try:
+        got = run_in_vm([sys.executable, "-c", GUEST_TC], tmp_path / "out",
+                        VMOptions(timeout_s=240), console=lines.append, progress=lines.append)
+        assert not _qemus(os.getpid())
+    finally:
+        _kill_guests(os.getpid())
     assert got.status == 0, lines[-20:]
     assert "qdisc netem" in got.stdout and "delay 50ms  10ms" in got.stdout, got.stdout
     assert "loss 1%" in got.stdout, got.stdout
-    assert not _qemus()

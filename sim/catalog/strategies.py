@@ -1,0 +1,127 @@
+"""The DNS client strategies a scheme may name (``schemes[].kind`` of a DNS scheme), as
+:mod:`sim.catalog.registries` names the HTTP registries.
+
+A strategy is how an agent goes from an intent to endpoints through the DNS: which agent
+asks (its code, imported on first use), the resolver behaviour it needs, the records the
+namespace must publish for it, the scheme fields that do not apply to it, and the engines
+that run it. A strategy runs in one or more *modes* (``schemes[].mode``; the first is the
+default): today's ToolDNS walk with the intent option (``aware``), the same cursor query
+through a stock resolver that drops or forwards the option (``strip``, ``pass-through``),
+and the intent carried in the query name through a stock resolver (``qname``).
+
+The plan builds each scheme's agents and resolvers from its entry
+(:func:`sim.build.plan.make_plan`); the run loop refuses a scheme on an engine its entry
+does not list, and a scheme field its mode fixes, before anything is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, get_args
+
+from nodes.resolver.config import Mode as ResolverMode
+
+#: Record sets a namespace can publish (the hierarchy's ``publishes``), by name: what a
+#: strategy's ``publishes`` may list.
+RECORD_SETS: Mapping[str, str] = MappingProxyType({
+    "tooldns": "the .tools zones: cursor names answered with the intent option (top-K NS "
+               "referrals, SRV + A at leaves), SRV/A/TXT under plain names, and "
+               "intent-in-QNAME names answered by CNAME chains (nodes.authoritative.server)",
+})
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way a strategy runs: the resolver's behaviour (``ResolverConfig.mode``), the
+    agent (``"module:Class"``, built as ``Class(resolver, rng, name=, option_code=,
+    timeout=, attempts=, aaaa=, **agent_options)``) and the scheme fields it fixes
+    (field -> the only value it takes; ``why`` says why)."""
+
+    resolver: ResolverMode
+    agent: str = "nodes.agent.stub:StubAgent"
+    agent_options: Mapping[str, Any] = field(default_factory=dict)
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        if self.resolver not in get_args(ResolverMode):
+            raise ValueError(f"Mode.resolver: {self.resolver!r} is not a resolver behaviour "
+                             f"({', '.join(get_args(ResolverMode))})")
+
+    def load_agent(self) -> Callable[..., Any]:
+        """The agent's class (its module imported now)."""
+        module, name = self.agent.split(":")
+        cls: Callable[..., Any] = getattr(importlib.import_module(module), name)
+        return cls
+
+
+@dataclass(frozen=True)
+class DnsStrategy:
+    """One DNS client strategy: its kind, what it is and follows, its modes (the first is
+    the default), the record sets it needs published (keys of :data:`RECORD_SETS`) and the
+    engines that run it (None: every engine)."""
+
+    kind: str
+    summary: str
+    spec: str
+    modes: Mapping[str, Mode]
+    publishes: tuple[str, ...] = ("tooldns",)
+    engines: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.modes:
+            raise ValueError(f"DnsStrategy({self.kind!r}): needs at least one mode")
+        unknown = [r for r in self.publishes if r not in RECORD_SETS]
+        if unknown:
+            raise ValueError(f"DnsStrategy({self.kind!r}).publishes: unknown record sets "
+                             f"{unknown} ({', '.join(RECORD_SETS)})")
+
+    @property
+    def default_mode(self) -> str:
+        return next(iter(self.modes))
+
+    def runs_on(self, engine: str) -> bool:
+        return self.engines is None or engine in self.engines
+
+
+_STOCK = "a stock recursive resolver following one CNAME chain"
+
+#: Every DNS client strategy by kind, in the order the docs list them.
+STRATEGIES: dict[str, DnsStrategy] = {s.kind: s for s in (
+    DnsStrategy(
+        "tooldns", "ToolDNS: the resolver walks the .tools tree, each server refers to its "
+        "top-K children for the intent", "seed 000 (ToolDNS) §3; intent in the QNAME: this "
+        "testbed's deployable variant (docs/protocol.md)",
+        modes={
+            "aware": Mode("aware"),
+            "strip": Mode("strip"),
+            "pass-through": Mode("pass-through"),
+            "qname": Mode("qname", agent_options={"style": "qname"},
+                          fixed={"warm": False, "beam": 1, "search": "split",
+                                 "merge": "auto", "send_embedding": False}, why=_STOCK),
+        }),
+)}
+
+
+class _Modes(Mapping[str, tuple[str, ...]]):
+    """Every mode some strategy runs in (``schemes[].mode`` choices, in catalogue order) ->
+    the kinds that run in it; read when a scheme is validated, so a strategy added to the
+    table brings its modes."""
+
+    def __getitem__(self, mode: str) -> tuple[str, ...]:
+        kinds = tuple(k for k, s in STRATEGIES.items() if mode in s.modes)
+        if not kinds:
+            raise KeyError(mode)
+        return kinds
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(m for s in STRATEGIES.values() for m in s.modes))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+MODES: Mapping[str, tuple[str, ...]] = _Modes()
