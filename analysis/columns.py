@@ -189,11 +189,39 @@ SWEEP_META = (
     _f("grid", "", "dotted field -> values"), _f("points", "", "point ids in grid order"),
     _f("ran", "", "points run by this invocation"),
     _f("skipped", "", "points already done (resumed)"),
-    _f("failed", "", "point id -> error"), _f("provenance", "", "as in summary.json"),
+    _f("failed", "", "point id -> error"),
+    _f("intervals", "", "replications (a seed axis, seeds: N): method, seeds, baseline "
+       "scheme, per scheme and per paired difference each metric's mean, lo, hi",
+       "grid varies seed"),
+    _f("provenance", "", "as in summary.json"),
+)
+INTERVAL_TABLE = (
+    _f("<axis>", "", "each grid axis but seed"),
+    _f("scheme", "", "scheme name"),
+    _f("seeds", "", "replications finished", "intervals.csv"),
+    _f("baseline", "", "the scheme subtracted (the first)", "paired.csv"),
+    _f("pairs", "", "seeds both schemes finished", "paired.csv"),
+    _f("<metric>", "", "the mean over the seeds (paired.csv: of scheme - baseline)"),
+    _f("<metric>_lo", "", "lower end of its 95 % interval (Student t over the seeds)"),
+    _f("<metric>_hi", "", "upper end"),
+    _f("<metric>_half", "", "half-width"),
+)
+EVAL_PAIRED = (
+    _f("method", "", "retrieval method"),
+    _f("baseline", "", "the method subtracted (the first of the file)"),
+    _f("queries", "", "queries both answered"),
+    _f("examined_frac", "", "the method's mean share of the query's pool scored"),
+    _f("<metric>", "", "mean difference method - baseline over the queries (hit1_tool, "
+       "hitk_tool, recall_k, rr)"),
+    _f("<metric>_lo", "", "lower end of its 95 % interval (Student t over the queries)"),
+    _f("<metric>_hi", "", "upper end"),
+    _f("<metric>_excludes_zero", "bool", "the interval excludes 0"),
 )
 EVAL_SUMMARY = (_f("method", "", "retrieval method (flat:bm25, tooldns:bm25:2, a2x:..., "
                    "grail ...)"),
-                *(_f(m.key, m.unit, m.meaning) for m in (METRICS[k] for k in EVAL_TABLE)))
+                *(_f(m.key, m.unit, m.meaning) for m in (METRICS[k] for k in EVAL_TABLE)),
+                _f("<metric>_half", "", "half-width of the 95 % interval over the queries "
+                   "(Student t) of hit1_tool, hitk_tool, recall_k and rr"))
 
 RUN = "tooldns run"
 FILES = (
@@ -223,10 +251,20 @@ FILES = (
     OutputFile("sweep.json", "tooldns sweep", "what the sweep ran", SWEEP_META),
     OutputFile("points/<id>/", "tooldns sweep", "each point's run folder (the files above)"),
     OutputFile("sweep_<axis>.png", "tooldns sweep", "every metric against each grid axis"),
+    OutputFile("intervals.csv", "tooldns run and sweep", "per scheme (and value of the other "
+               "axes) each comparison metric's mean and 95 % interval over the seeds",
+               INTERVAL_TABLE, "seeds: N > 1, or a grid over seed"),
+    OutputFile("paired.csv", "tooldns run and sweep", "per scheme but the first, the paired "
+               "difference from the first scheme, seed by seed", INTERVAL_TABLE,
+               "seeds: N > 1, or a grid over seed"),
+    OutputFile("intervals.png", "tooldns run and sweep", "each scheme's means with their 95 % "
+               "intervals (analysis.plots.intervals)", when="seeds: N > 1, or a grid over seed"),
     OutputFile("per_query.csv", "tooldns eval", "one row per method and query: the metrics "
                "of summary.csv for that query"),
     OutputFile("summary.csv", "tooldns eval", "one row per method: means over the queries",
                EVAL_SUMMARY),
+    OutputFile("paired.csv (evaluation)", "tooldns eval", "each method minus the first, "
+               "query by query", EVAL_PAIRED),
     OutputFile("summary.json (evaluation)", "tooldns eval", "name, resolved spec, tools, "
                "queries evaluated and available, namespace, K, tree balance, provenance"),
     OutputFile("report.html", "tooldns report", "self-contained report (figures embedded)"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from analysis.metrics import (
@@ -38,22 +39,26 @@ if TYPE_CHECKING:
 FORMATS = ("table", "csv", "json", "markdown")
 
 
-def scheme_grid(summary: dict) -> Grid:
-    """The comparison table per scheme (``summary.json`` "schemes")."""
+def scheme_grid(summary: dict, conditions: Sequence[str] = ()) -> Grid:
+    """The comparison table per scheme (``summary.json`` "schemes"); its footer the metric
+    notes and ``conditions`` (:func:`analysis.conditions.conditions`: the settings that
+    decide the comparison)."""
     stats = summary.get("namespace_stats", {})
     title = (f"{summary['scenario']} on {summary['engine']} (seed {summary['seed']}): "
              f"{stats.get('tools', '?')} tools, {stats.get('zones', '?')} zones")
     columns = metrics(SCHEME_TABLE)
     rows = [[str(scheme), *(format_value(m.fmt, s.get(m.key)) for m in columns)]
             for scheme, s in summary["schemes"].items()]
-    return Grid(title, ["scheme", *(m.label for m in columns)], rows, note=NOTE)
+    return Grid(title, ["scheme", *(m.label for m in columns)], rows,
+                note="\n".join((NOTE, *conditions)))
 
 
-def summary_grids(summary: dict, records: pd.DataFrame | None = None) -> list[Grid]:
+def summary_grids(summary: dict, records: pd.DataFrame | None = None,
+                  conditions: Sequence[str] = ()) -> list[Grid]:
     """The comparison table per scheme; then, where a scenario's point lives elsewhere,
     the per-phase change (``records`` with more than one phase), the trust counts
     (``summary["trust"]``) and success under faults (``summary["faults"]``)."""
-    grids = [scheme_grid(summary)]
+    grids = [scheme_grid(summary, conditions)]
     if records is not None:
         from analysis.results import phases
 
@@ -66,20 +71,21 @@ def summary_grids(summary: dict, records: pd.DataFrame | None = None) -> list[Gr
     return grids
 
 
-def print_summary(summary: dict, console: Console, records: pd.DataFrame | None = None
-                  ) -> None:
+def print_summary(summary: dict, console: Console, records: pd.DataFrame | None = None,
+                  conditions: Sequence[str] = ()) -> None:
     """:func:`summary_grids` as rich tables that fit ``console``."""
-    for grid in summary_grids(summary, records):
+    for grid in summary_grids(summary, records, conditions):
         print_grid(grid, console)
 
 
-def summary_text(summary: dict, fmt: str, records: pd.DataFrame | None = None) -> str:
+def summary_text(summary: dict, fmt: str, records: pd.DataFrame | None = None,
+                 conditions: Sequence[str] = ()) -> str:
     """The summary as ``fmt`` text: ``markdown`` every table of :func:`summary_grids`;
     ``csv`` one row per scheme with every metric of ``summary.json`` "schemes" (raw values,
     empty when missing); ``json`` those metrics per scheme under the run's scenario, engine
     and seed."""
     if fmt == "markdown":
-        return "\n".join(markdown(g) for g in summary_grids(summary, records))
+        return "\n".join(markdown(g) for g in summary_grids(summary, records, conditions))
     schemes: dict[str, dict[str, Any]] = summary["schemes"]
     if fmt == "json":
         head = {k: summary.get(k) for k in ("scenario", "engine", "seed")}
@@ -151,14 +157,26 @@ def capture_grid(report: dict) -> Grid:
                  "packets acct", "packets captured", "Δ packets", "unattributed"], rows)
 
 
+#: metrics a sweep's console table shows: those the grid changes most first
+SWEEP_COLUMNS = 6
+
+
 def sweep_grid(table: pd.DataFrame, axes: list[str], title: str) -> Grid:
-    """One row per (point, scheme) of a sweep: its grid values and the shown metrics."""
-    shown = [m for m in metrics(SWEEP_SHOWN) if m.key in table.columns]
+    """One row per (point, scheme) of a sweep: its grid values and the metrics the grid
+    changes most (:func:`analysis.pivot.by_spread` over the comparison metrics; the fixed
+    ``SWEEP_SHOWN`` when nothing varies); every metric is in sweep.csv."""
+    from analysis.pivot import by_spread
+
+    varying = by_spread(table, SCHEME_TABLE)[:SWEEP_COLUMNS] if len(table) else []
+    shown = (metrics(varying) if varying
+             else [m for m in metrics(SWEEP_SHOWN) if m.key in table.columns])
     keys = ["point", *axes, "scheme"]
     rows = [[str(row.get(k, "")) for k in keys] + [format_value(m.fmt, row[m.key])
                                                    for m in shown]
             for row in table.to_dict("records")]
-    return Grid(title, [*keys, *(m.label for m in shown)], rows, keys=len(keys))
+    note = ("metrics ranked by how much the grid changes them (range / largest value, "
+            "within a scheme); every metric is in sweep.csv") if varying else ""
+    return Grid(title, [*keys, *(m.label for m in shown)], rows, keys=len(keys), note=note)
 
 
 def sweep_text(table: pd.DataFrame, axes: list[str], title: str, fmt: str) -> str:
@@ -171,3 +189,111 @@ def sweep_text(table: pd.DataFrame, axes: list[str], title: str, fmt: str) -> st
     if fmt == "json":
         return table.to_json(orient="records", indent=2) + "\n"
     raise ValueError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+
+
+def interval_grids(table: pd.DataFrame, axes: list[str], title: str,
+                   conditions: Sequence[str] = ()) -> list[Grid]:
+    """Replications (a ``seed`` axis): per scheme (and per value of the other axes) each
+    comparison metric as mean ± 95 % CI over the seeds; then each scheme's paired
+    difference from the first scheme, seed by seed, ``*`` where its interval excludes 0."""
+    from analysis.intervals import (
+        METHOD,
+        SEED,
+        cell,
+        interval_table,
+        numeric_metrics,
+        paired_table,
+    )
+
+    shown = metrics(numeric_metrics(table, SCHEME_TABLE))
+    rest = [a for a in axes if a != SEED]
+    means = interval_table(table, axes, SCHEME_TABLE)
+    seeds = table[SEED].nunique() if SEED in table else len(table)
+    rows = [[*(str(r[a]) for a in rest), str(r["scheme"]), str(r["seeds"]),
+             *(cell(m.fmt, r[m.key], r[f"{m.key}_half"]) for m in shown)]
+            for r in means.to_dict("records")]
+    grids = [Grid(f"{title}: mean ± 95 % CI over {seeds} seeds",
+                  [*rest, "scheme", "seeds", *(m.label for m in shown)], rows,
+                  keys=len(rest) + 1, note="\n".join((f"{METHOD}; {NOTE}", *conditions)))]
+    schemes = list(dict.fromkeys(table.scheme))
+    if len(schemes) < 2:
+        return grids
+    paired = paired_table(table, axes, SCHEME_TABLE, schemes[0])
+    shown = [m for m in shown if m.key != "queries"]  # the same workload: always 0
+    rows = [[*(str(r[a]) for a in rest), str(r["scheme"]), str(r["pairs"]),
+             *(_difference(m.fmt, r[m.key], r[f"{m.key}_half"]) for m in shown)]
+            for r in paired.to_dict("records")]
+    grids.append(Grid(f"paired difference from {schemes[0]} (same seeds): scheme − "
+                      f"{schemes[0]}, mean ± 95 % CI",
+                      [*rest, "scheme", "pairs", *(m.label for m in shown)], rows,
+                      keys=len(rest) + 1,
+                      note="* the interval excludes 0: a difference at 95 % confidence; "
+                           "without * the data do not tell the schemes apart"))
+    return grids
+
+
+def _difference(fmt: str, mean: float, half: float) -> str:
+    """A paired difference: signed, ± its half-width, ``*`` when the interval excludes 0."""
+    from analysis.intervals import Interval, cell
+
+    text = cell(fmt, mean, half)
+    if text != "-" and not text.startswith("-") and mean != 0:
+        text = "+" + text
+    return text + (" *" if Interval(mean, half, 2).excludes_zero else "")
+
+
+def interval_text(table: pd.DataFrame, axes: list[str], title: str, fmt: str,
+                  conditions: Sequence[str] = ()) -> str:
+    """Replications as ``fmt`` text: ``csv`` the intervals table (mean, lo, hi, half per
+    metric), ``json`` the ``intervals`` block of ``sweep.json``, ``markdown`` the grids."""
+    from analysis.intervals import interval_block, interval_table
+
+    if fmt == "markdown":
+        grids = interval_grids(table, axes, title, conditions)
+        return "\n".join(markdown(g) for g in grids) + "\n"
+    if fmt == "csv":
+        return interval_table(table, axes, SCHEME_TABLE).to_csv(index=False)
+    if fmt == "json":
+        return json.dumps(interval_block(table, axes, SCHEME_TABLE), indent=2) + "\n"
+    raise ValueError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+
+
+def eval_grids(summary: pd.DataFrame, paired: pd.DataFrame, k: int, title: str
+               ) -> list[Grid]:
+    """``tooldns eval``'s tables: per method the quality (recall@K ± its 95 % interval over
+    the queries) and cost; then each method's paired difference from the first method,
+    query by query, ``*`` where the interval excludes 0."""
+    def pct(v: float, half: float | None = None) -> str:
+        if v != v:
+            return "-"
+        return f"{100 * v:.1f}" + ("" if half is None or half != half
+                                   else f" ± {100 * half:.1f}")
+
+    rows = [[str(r["method"]), str(int(r["queries"])), pct(r["hit1_tool"]),
+             pct(r["hitk_tool"]), pct(r["recall_k"], r.get("recall_k_half")),
+             "-" if r["rr"] != r["rr"] else f"{r['rr']:.3f}", f"{r['examined']:.0f}",
+             f"{100 * r['examined_frac']:.2f}", f"{r['tokens']:.0f}", f"{r['time_ms']:.2f}"]
+            for r in summary.to_dict("records")]
+    grids = [Grid(title, ["method", "queries", "hit@1 tool %", f"hit@{k} tool %",
+                          f"recall@{k} % (95 % CI)", "MRR", "C(q)", "% pool", "tokens", "ms"],
+                  rows, note="percentages over the queries; ± the half-width of a 95 % "
+                             "interval over them (Student t); C(q) = items scored; ms = "
+                             "wall-clock per query on this machine")]
+    if len(paired):
+        base = paired["baseline"].iloc[0]
+
+        def diff(r: dict, key: str) -> str:
+            mean, lo, hi = r[key], r[f"{key}_lo"], r[f"{key}_hi"]
+            if mean != mean:
+                return "-"
+            star = " *" if r[f"{key}_excludes_zero"] else ""
+            return f"{100 * mean:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]{star}"
+
+        rows = [[str(r["method"]), diff(r, "recall_k"), diff(r, "hit1_tool"),
+                 f"{100 * r['examined_frac']:.2f}", str(r["queries"])]
+                for r in paired.to_dict("records")]
+        grids.append(Grid(f"each method minus {base}, query by query (points, 95 % CI)",
+                          ["method", f"recall@{k}", "hit@1 tool", "at % of pool", "queries"],
+                          rows,
+                          note="* the interval excludes 0: a difference at 95 % confidence"))
+    return grids

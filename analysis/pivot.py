@@ -70,6 +70,27 @@ def recorded(table: pd.DataFrame) -> list[str]:
             and pd.api.types.is_numeric_dtype(table[c])]
 
 
+def spread(values: pd.Series) -> float:
+    """How much a metric varies over a sweep: its range over the largest magnitude
+    (0 when constant or missing), so shares, milliseconds and bytes compare."""
+    v = values.dropna().astype(float)
+    if v.empty:
+        return 0.0
+    scale = float(v.abs().max())
+    return float(v.max() - v.min()) / scale if scale else 0.0
+
+
+def by_spread(table: pd.DataFrame, keys: Sequence[str] | None = None) -> list[str]:
+    """The recorded metrics (of ``keys``, default every recorded one) that vary across the
+    sweep's rows, largest relative spread (:func:`spread`) first within each scheme's
+    rows, i.e. what the grid changes, not how schemes differ; constant ones are left out."""
+    shown = [k for k in recorded(table) if keys is None or k in keys]
+    groups = [g for _, g in table.groupby("scheme", sort=False)] if "scheme" in table else [
+        table]
+    ranked = {k: max(spread(g[k]) for g in groups) for k in shown}
+    return [k for k, v in sorted(ranked.items(), key=lambda kv: -kv[1]) if v > 0]
+
+
 def metric_pivot(table: pd.DataFrame, metric: str, axes: Sequence[str]) -> pd.DataFrame:
     """The ``metric`` of every (scheme, point) as text: one row per scheme and value of the
     leading axes, one column per value of the last axis (``d=1 d=2 d=3``); with one axis,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.conditions import conditions
 from analysis.metrics import (
     EVAL_TABLE,
     FAULT_TABLE,
@@ -36,7 +37,14 @@ from analysis.metrics import (
     format_value,
     metrics,
 )
-from analysis.pivot import legend_of, metric_pivot, point_names, recorded, split_columns
+from analysis.pivot import (
+    by_spread,
+    legend_of,
+    metric_pivot,
+    point_names,
+    recorded,
+    split_columns,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -204,7 +212,8 @@ def run_report(path: Path) -> Report:
                                                  "namespace statistics")]))
     report.sections.append(provenance_section(s.get("provenance")))
     report.sections.append(Section("Comparison per scheme", [
-        Table(_formatted(s.get("schemes", {}), _columns(SCHEME_TABLE))), Text(NOTE, note=True)]))
+        Table(_formatted(s.get("schemes", {}), _columns(SCHEME_TABLE))), Text(NOTE, note=True),
+        *(Text(line, note=True) for line in conditions(run.scenario))]))
     title = run.title
     if phases(df) > 1:
         records = per_phase(df).reset_index().to_dict("records")
@@ -301,6 +310,8 @@ def sweep_report(path: Path) -> Report:
     report.sections.append(Section("Sweep", [Table(_key_values(overview)),
                                              Table(grid, "grid (cartesian product)")]))
     report.sections.append(provenance_section(meta.get("provenance")))
+    if "seed" in sw.axes and len(table):  # replications (analysis.intervals.SEED) lead
+        report.sections.insert(0, _intervals_section(table, sw.axes, name, sw.scenario))
     report.sections.append(_pivot_section(table, sw.axes))
     report.sections.append(_points_section(table, sw.axes))
     if meta.get("failed"):
@@ -317,6 +328,28 @@ def sweep_report(path: Path) -> Report:
     return report
 
 
+def _intervals_section(table: pd.DataFrame, axes: Sequence[str], title: str,
+                       scenario: dict) -> Section:
+    """Replications: mean ± 95 % CI per scheme, the paired differences from the first
+    scheme and the figure (:mod:`analysis.intervals`)."""
+    import pandas as pd
+
+    from analysis.console import interval_grids
+    from analysis.intervals import METHOD
+    from analysis.plots.intervals import FILE, interval_figure
+
+    blocks: list[Block] = [Text(
+        f"Each seed is an independent run (namespace, workload and network drawn again). "
+        f"Intervals: {METHOD}. A paired difference compares two schemes within each seed, "
+        f"so what the seeds share cancels; * marks an interval that excludes 0.")]
+    for grid in interval_grids(table, list(axes), title, conditions(scenario)):
+        frame = pd.DataFrame(grid.rows, columns=grid.header)
+        blocks += _split(frame, grid.keys, grid.title)
+        blocks.append(Text(grid.note, note=True))
+    blocks.append(_picture(FILE, interval_figure(table, axes, title=title)))
+    return Section("Replications: means and 95 % intervals", blocks)
+
+
 def _split(frame: pd.DataFrame, keys: int, caption: str = "") -> list[Block]:
     """``frame`` as tables that each fit the page (the key columns repeated in each)."""
     parts = split_columns(frame, keys)
@@ -330,10 +363,12 @@ def _pivot_section(table: pd.DataFrame, axes: Sequence[str]) -> Section:
         return Section("Metrics by grid axis", [Text("No finished points.")])
     legend = legend_of(axes)
     blocks: list[Block] = [Text(
-        "How each metric scales over the grid: a table per metric, a row per scheme"
+        "How each metric scales over the grid, the metrics the grid changes most first: "
+        "a table per metric, a row per scheme"
         + (" and value of the leading axes" if len(axes) > 1 else "")
         + ", a column per value of the last axis" + (f" ({legend})." if legend else "."))]
-    for key in recorded(table):
+    varying = by_spread(table)  # what the grid changes most first, then the constant ones
+    for key in [*varying, *(k for k in recorded(table) if k not in varying)]:
         m = METRICS[key]
         frame = metric_pivot(table, key, axes)
         keys = len(frame.columns) - table[axes[-1]].nunique() if axes[-1] in table else 1

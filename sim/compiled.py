@@ -55,7 +55,7 @@ _BUILT = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 #: The build script: mypyc's own (``python -m mypyc``) with ``separate=True``, one
 #: extension (one C file) per module, so the C compiler runs on every core. One group in
 #: one 15 MB C file, as ``mypyc`` makes it, compiles on one core (58 s against 36 s for
-#: the tests' -O0 build on this 2-core machine; RESULTS.md §30). A call between modules goes
+#: the tests' -O0 build on this 2-core machine; HISTORY.md §30). A call between modules goes
 #: through the callee's export table, which the yardstick does not tell apart.
 SETUP = """from setuptools import setup
 from mypyc.build import mypycify

@@ -265,6 +265,21 @@ class EvalScenario(Spec):
         return value
 
     @model_validator(mode="after")
+    def _centroids_need_vectors(self) -> EvalScenario:
+        """Routing by centroids scores vectors, which only the dense scorer does: a walk
+        with another scorer would fail when it is built (after every method before it)."""
+        if not self.taxonomy.centroids:
+            return self
+        for method in self.methods:
+            parts = method.split(":")
+            if parts[0] in ("tooldns", "a2x") and len(parts) > 1 and parts[1] != "dense":
+                raise ValueError(f"methods: {method}: the {parts[1]!r} scorer cannot score "
+                                 f"vectors, and taxonomy.centroids routes by vectors (use "
+                                 f"{parts[0]}:dense{method[len(parts[0]) + len(parts[1]) + 1:]}"
+                                 f", or centroids: false)")
+        return self
+
+    @model_validator(mode="after")
     def _one_split(self) -> EvalScenario:
         log, frac = self.taxonomy.routing_log, self.dataset.test_fraction
         if log is not None and frac is not None and frac != log.test_fraction:
@@ -284,8 +299,9 @@ def load_eval(path: str | Path) -> EvalScenario:
     try:
         spec = EvalScenario.model_validate(data)
     except ValidationError as exc:
-        lines = [f"{path}: {'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
-                 for e in exc.errors()]
+        lines = [f"{path}: " + "".join(f"{'.'.join(str(x) for x in e['loc'])}: "
+                                        for _ in (0,) if e["loc"])
+                 + e["msg"].removeprefix("Value error, ") for e in exc.errors()]
         raise ValueError("\n".join(lines)) from None
     ds = spec.dataset
     fix = {k: str((path.parent / v).resolve()) for k, v in

@@ -457,6 +457,9 @@ class Scenario(Spec):
         "Mininet hosts")
     engine_options: EngineOptions = EngineOptions()
     seed: Seed = Field(default=0, description="every random draw of the run derives from it")
+    seeds: int = Field(default=1, ge=1, le=1000, description="independent replications, "
+                       "seeds seed, seed+1, …: each a run of its own; tables give mean ± 95 % "
+                       "CI over them and paired differences from the first scheme")
     duration: PositiveSeconds | None = Field(default=None, description="seconds: stop issuing "
                                              "queries "
                                    "after this")
@@ -482,6 +485,16 @@ class Scenario(Spec):
             if isinstance(s, DnsScheme) and s.send_embedding and self.namespace.scorer != "dense":
                 raise ValueError(f"schemes: scheme {i} ({s.name}): send_embedding needs "
                                  f"namespace.scorer: dense")
+        return self
+
+    @model_validator(mode="after")
+    def _seeds_fit(self) -> Scenario:
+        if self.seed + self.seeds > 2**32:
+            raise ValueError(f"seeds: seed {self.seed} + {self.seeds} replications passes "
+                             f"2**32 - 1, the largest seed")
+        if self.seeds > 1 and self.sweep is not None and "seed" in self.sweep.grid:
+            raise ValueError("seeds: the sweep grid already varies seed; give one or the "
+                             "other")
         return self
 
     @model_validator(mode="after")

@@ -161,6 +161,10 @@ class RegistryScheme(_Scheme):
                              "certificate (cached)")
     replicas: int = Field(default=1, ge=1, le=8, description="registries: replicas behind one name "
                           "(clients fail over)")
+    answer_cache: WholeSeconds = Field(
+        default=0, description="seconds each agent keeps a search's answer, keyed on the "
+        "intent, service and K, and answers a repeated intent from it without a request "
+        "(as a resolver's query cache does for ToolDNS); 0: no cache")
 
 
 def scheme_kinds() -> list[str]:

@@ -1,7 +1,7 @@
 """Fast path for the authoritative server: query view, pre-encoded records, name compression.
 
 dnslib builds and packs a reply through per-field range-checked objects (≈ 300 µs for a
-six-record referral, see benchmarks/RESULTS.md), which would make the codec — not the
+six-record referral, see benchmarks/HISTORY.md), which would make the codec — not the
 protocol — the bottleneck of every measurement. So the server:
 
 * reads the common query shape (one question, at most one OPT record) with ``struct``

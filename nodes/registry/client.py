@@ -68,6 +68,8 @@ class RegistryConfig:
     verify: bool = True  # ANS: verify certificate chain and signatures
     revocation: bool = False  # ANS: OCSP-style check of the registry certificate
     cache_ttl: float = 300.0  # ANS: capability list and revocation answers
+    answer_ttl: float = 0.0  # seconds a search's answer is kept per intent (0: never)
+    answer_entries: int = 10_000  # answers kept at most (the oldest go first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,10 @@ class _Task:
     deadline: float | None = None
 
 
+def _answer_key(request: Discovery) -> tuple[str, str, int]:
+    return request.intent, request.service or "", request.k or 0
+
+
 def ans_registration(provider: Identity, fields: dict, now: float) -> bytes:
     """The body of an ANS ``POST /v1/agents`` signed by ``provider`` (whose certificate,
     from the registry's CA, names the ``provider`` field): ``fields`` (agentID,
@@ -178,7 +184,10 @@ class RegistryAgent:
         self._done: list[RegistryResult] = []
         self._caps: dict[str, tuple[float, list[dict], ScoreIndex]] = {}  # service -> cache
         self._ocsp: dict[str, float] = {}  # serial -> good until
+        # (intent, service, k) -> (good until, endpoints): answers kept (config.answer_ttl)
+        self._answers: dict[tuple[str, str, int], tuple[float, list[Endpoint]]] = {}
         self.ignored = 0
+        self.answer_hits = 0
 
     def instance(self) -> RegistryAgent:
         """An agent as this one was built (no connection, no cache), for one run."""
@@ -189,6 +198,13 @@ class RegistryAgent:
 
     def ask(self, tag: object, request: Discovery, now: float) -> RegistryResult:
         result = RegistryResult(tag=tag, request=request, sent=now)
+        if self.config.answer_ttl > 0:  # a repeated intent from the agent's own cache
+            kept = self._answers.get(_answer_key(request))
+            if kept is not None and now < kept[0]:
+                self.answer_hits += 1
+                result.endpoints, result.finished = list(kept[1]), now
+                self._done.append(result)
+                return result
         gen = self._agentdns(request, result) if self.config.kind == "agentdns" else \
             self._ans(request, result)
         task = _Task(result, gen)
@@ -299,6 +315,13 @@ class RegistryAgent:
     def _finish(self, task: _Task, now: float, error: str | None) -> None:
         result = task.result
         result.finished, result.error = now, error
+        if error is None and self.config.answer_ttl > 0 and result.endpoints:
+            answers = self._answers
+            key = _answer_key(result.request)
+            answers.pop(key, None)  # re-inserted last: the dict's order is the age order
+            while len(answers) >= self.config.answer_entries:
+                del answers[next(iter(answers))]
+            answers[key] = (now + self.config.answer_ttl, list(result.endpoints))
         conn = task.conn
         task.conn, task.deadline = None, None
         if conn is not None:

@@ -2,7 +2,7 @@
 
 Compiled by mypyc (``sim.compiled.HOT``), these are native classes. The ones made on every
 message write their ``__init__`` out: a dataclass's generated ``__init__`` runs interpreted
-even in a compiled module, about five times slower than a compiled one (RESULTS.md §31).
+even in a compiled module, about five times slower than a compiled one (HISTORY.md §31).
 The dataclass still makes ``__eq__``, ``__repr__``, ``__hash__`` and ``replace`` from the
 fields, so a field added must be added to the ``__init__`` too (``tests/nodes/resolver/
 test_types.py`` checks every one). A frozen one sets its fields with ``object.__setattr__``

@@ -261,8 +261,11 @@ def add_format_arg(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
-    """``--seed`` and ``--set`` of the commands that take a scenario file."""
+    """``--seed``, ``--seeds`` and ``--set`` of the commands that take a scenario file."""
     p.add_argument("--seed", type=int, help="override the file's seed")
+    p.add_argument("--seeds", type=positive_int, metavar="N",
+                   help="N independent replications (seeds SEED … SEED+N-1): mean ± 95 %% CI "
+                        "and paired differences (overrides the file's seeds)")
     p.add_argument("--set", action="append", metavar="FIELD=VALUE",
                    help="override a field (repeatable; dotted, YAML value), e.g. "
                    "--set namespace.tools=5000 --set schemes.tooldns.k=1 "
@@ -296,6 +299,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
             raise ScenarioError(f"--set {_plain(key.strip())}: the value is {exc}") from None
     if args.seed is not None:
         overrides["seed"] = args.seed
+    if getattr(args, "seeds", None) is not None:
+        overrides["seeds"] = args.seeds
     if getattr(args, "engine", None):  # --engine: the run's engine is the scenario's, here
         overrides["engine"] = args.engine
     if overrides:

@@ -4,9 +4,19 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from sim.cli.common import check_out, consoles, error, progress, query_progress, say
+from sim.cli.common import (
+    add_format_arg,
+    check_out,
+    consoles,
+    error,
+    progress,
+    query_progress,
+    say,
+    stderr,
+)
 
 HELP = ("compare discovery methods on retrieval quality "
         "(a scenarios/eval/*.yaml file, or --catalog/--queries)")
@@ -44,15 +54,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "if any, from $TOOLDNS_LLM_KEY (docs/llm.md)")
     p.add_argument("--llm-model", default="default")
     p.add_argument("--cache-dir", help="keep sentence embeddings on disk here")
+    add_format_arg(p, "the method table")
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
     from nodes.llmreply import LLMError
     from sim.evalspec import DEFAULT_METHODS, EvalScenario, load_eval
     from sim.retrieval.run import run_eval
 
+    spec: EvalScenario | None = None
     try:
         check_out(args.out)
         if args.file:
@@ -83,17 +93,28 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, LLMError) as exc:  # LLMError: the endpoint failed (docs/llm.md)
         error("eval", str(exc))
         return 2
-    table = Table(title=f"retrieval: {spec.name} (K = {spec.k})")
-    for col in ("method", "queries", "hit@1 cat", "hit@K cat", "hit@1 tool", "recall@K", "MRR",
-                "C(q)", "% pool", "% all", "tokens", "ms"):
-        table.add_column(col)
-    for _, r in result["summary"].iterrows():
-        table.add_row(r["method"], str(int(r["queries"])), *(
-            "—" if v != v else f"{100 * v:.1f}" for v in (r.hit1_cat, r.hitk_cat, r.hit1_tool,
-                                                           r.recall_k)),
-            "—" if r.rr != r.rr else f"{r.rr:.3f}", f"{r.examined:.0f}",
-            f"{100 * r.examined_frac:.2f}", f"{100 * r.examined_frac_all:.2f}",
-            f"{r.tokens:.0f}", f"{r.time_ms:.2f}")
-    consoles.out.print(table)
+    except KeyboardInterrupt:  # sim.retrieval.run.MethodStore kept the finished methods
+        out = args.out or (spec.out or f"results/{spec.name}" if spec is not None
+                           else "the output folder")
+        stderr(f"tooldns eval: interrupted; finished methods are kept in {out}/.methods/, "
+               f"run the same command again to resume")
+        return 130
+    from analysis.console import eval_grids
+    from analysis.tables import markdown, print_grid
+
+    grids = eval_grids(result["summary"], result["paired"], spec.k,
+                       f"retrieval: {spec.name} (K = {spec.k})")
+    if args.format == "table":
+        for grid in grids:
+            print_grid(grid, consoles.out)
+    elif args.format == "markdown":
+        sys.stdout.write("\n".join(markdown(g) for g in grids) + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(result["summary"].to_csv(index=False))
+    else:  # json
+        sys.stdout.write(result["summary"].to_json(orient="records", indent=2) + "\n")
+    if args.format != "table":
+        progress(f"results in {result['out']}")
+        return 0
     say(f"results in {result['out']}")
     return 0

@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
             # the output folder is tried before anything is imported, built or started
             if warning := check_output(scenario, args.out, args.capture):
                 warn(warning)
+            if scenario.seeds > 1:
+                return run_seeds(args, scenario)
             if args.vm:
                 return run_vm(args, scenario)
             scenario = with_shards(scenario, args)
@@ -116,18 +118,62 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_seeds(args: argparse.Namespace, scenario: Scenario) -> int:
+    """``seeds: N``: the scenario once per seed (``seed`` … ``seed+N-1``), each a run of its
+    own in ``points/<id>/`` (resumable, as sweep points are), then mean ± 95 % CI per
+    scheme and the paired differences from the first scheme (``intervals.csv``,
+    ``paired.csv``, ``sweep.json``)."""
+    from analysis.conditions import conditions
+    from analysis.console import interval_grids, interval_text
+    from analysis.tables import print_grid
+    from sim.catalog.engines import engine_info
+    from sim.errors import ScenarioError
+    from sim.run.sweep import grid_of, run_sweep
+
+    for flag, given in (("--vm", args.vm), ("--capture", args.capture),
+                        ("--shards", args.shards)):
+        if given:
+            raise ScenarioError(f"seeds: {scenario.seeds} replications run as separate runs; "
+                                f"{flag} runs one (use seeds: 1)")
+    if scenario.engine_options.shards.workers > 1:
+        raise ScenarioError("seeds: replications and engine_options.shards do not combine "
+                            "(use seeds: 1)")
+    # real-time engines share their ports: one replication at a time
+    workers = 2 if engine_info(scenario.engine).virtual_time else 1
+    out = args.out or scenario.outputs.dir or f"results/{scenario.name}"
+    status = consoles.err
+    result = run_sweep(scenario, out, workers, console=status)
+    axes = list(grid_of(scenario))
+    title = f"{scenario.name} on {scenario.engine}"
+    footer = conditions(scenario.model_dump(mode="json"))
+    if args.format == "table":
+        for grid in interval_grids(result.table, axes, title, footer):
+            print_grid(grid, consoles.out)
+    else:
+        sys.stdout.write(interval_text(result.table, axes, title, args.format, footer))
+    progress(f"{len(result.ran)} replications run, {len(result.skipped)} already done; "
+             f"{result.out_dir}/intervals.csv, paired.csv, sweep.csv, sweep.json, points/<id>/")
+    if result.failed:
+        error("run", f"{len(result.failed)} replications failed: "
+                     f"{', '.join(result.failed)}")
+        return 1
+    return 0
+
+
 def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespace) -> None:
     """The comparison table (or the summary as ``--format`` says), notes on the engine,
     warnings and where the files are; with a machine format only the summary on stdout."""
+    from analysis.conditions import conditions
     from analysis.console import capture_grid, print_summary, summary_text
     from analysis.tables import print_grid
     from sim.spec import printable
 
+    footer = conditions(scenario.model_dump(mode="json"))
     if args.format == "table":
         console = consoles.out
-        print_summary(result.summary, console, result.records)
+        print_summary(result.summary, console, result.records, footer)
     else:
-        sys.stdout.write(summary_text(result.summary, args.format, result.records))
+        sys.stdout.write(summary_text(result.summary, args.format, result.records, footer))
         console = consoles.err
     if (workers := scenario.engine_options.shards.workers) > 1 or args.shards:
         if workers > 1:

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             check_out(args.out)
             scenario = scenario_from_args(args)
-            if scenario.sweep is None:
+            if scenario.sweep is None and scenario.seeds == 1:
                 raise ScenarioError(f"{args.file}: sweep: the scenario has no sweep section "
                                     f"(sweep: {{grid: {{<dotted field>: [values]}}}})")
             try:
@@ -99,14 +99,21 @@ def _print_table(result: SweepResult, scenario: Scenario, fmt: str) -> None:
     """The sweep's table on stdout: rich tables that fit, or ``fmt`` text."""
     import sys
 
-    from analysis.console import sweep_grid, sweep_text
+    from analysis.console import interval_grids, interval_text, sweep_grid, sweep_text
+    from analysis.intervals import SEED
     from analysis.tables import print_grid
+    from sim.run.sweep import grid_of
 
-    assert scenario.sweep is not None  # checked before the run
-    axes = list(scenario.sweep.grid)
+    axes = list(grid_of(scenario))
     title = (f"sweep {scenario.name}: {len(result.points)} points x {len(scenario.schemes)} "
              f"schemes")
-    if fmt == "table":
+    if SEED in axes and len(result.table):  # replications: intervals, per-seed rows on file
+        if fmt == "table":
+            for grid in interval_grids(result.table, axes, title):
+                print_grid(grid, consoles.out)
+        else:
+            sys.stdout.write(interval_text(result.table, axes, title, fmt))
+    elif fmt == "table":
         print_grid(sweep_grid(result.table, axes, title), consoles.out)
     else:
         sys.stdout.write(sweep_text(result.table, axes, title, fmt))

@@ -122,9 +122,10 @@ def run(args: argparse.Namespace) -> int:
                 continue
             sc = load_scenario(file)
             points = ""
-            if sc.sweep is not None:
+            if sc.sweep is not None or sc.seeds > 1:  # seeds: N replications are points
                 try:
-                    points = f", sweep of {len(sweep_points(sc))} points"
+                    what = "sweep of" if sc.sweep is not None else "replications:"
+                    points = f", {what} {len(sweep_points(sc))} points"
                 except ScenarioError as exc:
                     raise ScenarioError(f"{file}: {exc}") from None
             warnings = scenario_warnings(sc, file, allow_units=args.allow_units)

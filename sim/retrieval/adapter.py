@@ -3,7 +3,7 @@ training split — a stand-in for a retrained retriever, not one.
 
 Fine-tuning MiniLM itself on the training split's (query, tool) pairs was measured on this
 2-core CPU at ≈ 1.1 s per batch of 32 (360 batches, ≈ 6.4 min per epoch) plus ≈ 4.8 min to
-re-embed the catalogue (RESULTS.md), more than an evaluation should spend. What is fitted
+re-embed the catalogue (HISTORY.md), more than an evaluation should spend. What is fitted
 here instead, in a second: a matrix W (d × d) on the frozen encoder's query side,
 minimising ‖Q·W − T‖² + λ‖W − I‖² over the training pairs (Q: query embeddings, T: the
 embeddings of their tools' name + description), closed form

@@ -189,18 +189,23 @@ class Evaluator:
         return run
 
     def run(self, queries: Sequence[Query], progress: Callable[[str], None] | None = None,
-            tick: Callable[[str, int, int], None] | None = None) -> pd.DataFrame:
-        """Every method over every query; ``progress(method)`` as each starts and
-        ``tick(method, done, total)`` after each query (progress bars)."""
+            tick: Callable[[str, int, int], None] | None = None,
+            methods: Sequence[str] | None = None,
+            finished: Callable[[str, pd.DataFrame], None] | None = None) -> pd.DataFrame:
+        """``methods`` (default: every method of the config) over every query;
+        ``progress(method)`` as each starts, ``tick(method, done, total)`` after each query
+        (progress bars) and ``finished(method, rows)`` when a method is done (kept, so an
+        interrupted evaluation resumes after it)."""
         k = self.config.k
-        rows = []
+        rows: list[dict] = []
         pool = {s: sum(1 for t, tool in self.ns.tools.items()
                        if tool.service == s and canonical_id(t) == t)
                 for s in {q.service for q in queries}}
-        for method in self.config.methods:
+        for method in self.config.methods if methods is None else methods:
             run = self.runner(method)
             if progress:
                 progress(method)
+            first = len(rows)
             for i, q in enumerate(queries, 1):
                 t0 = time.perf_counter()
                 ranked = run(q, k)
@@ -210,6 +215,8 @@ class Evaluator:
                     tick(method, i, len(queries))
             if isinstance(self._encoder, CachedEncoder):
                 save_encoder_cache(self._encoder, atomic_write)
+            if finished is not None:
+                finished(method, pd.DataFrame(rows[first:]))
         return pd.DataFrame(rows)
 
     def _row(self, method: str, q: Query, r: Ranked, elapsed: float, pool: int,

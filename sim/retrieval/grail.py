@@ -94,7 +94,7 @@ class GrailIndex:
     with its name words); ``train`` are the training-split query rows the pseudo-documents
     and the synonym vocabulary are built from. Every part is built lazily, once, and shared
     by the variants that need it. Stand-ins for what the catalogue lacks (documented in
-    docs/eval-reference.md and RESULTS.md): the SLM tag predictor is the query's own words
+    docs/eval-reference.md and HISTORY.md): the SLM tag predictor is the query's own words
     that are tags (no model is trained); the usage examples of the intent index are the
     tool's name and description sentences (:func:`nodes.scoring.facets`).
     """

@@ -4,7 +4,9 @@ the figures of :mod:`analysis.plots.retrieval`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from sim.provenance import provenance, utc_now
 from sim.retrieval.dataset import category_map, load_split, sample_queries
 from sim.retrieval.evaluator import EvalConfig, Evaluator
 from sim.retrieval.llm import LLMClient
-from sim.retrieval.summary import markdown_table, summarise
+from sim.retrieval.summary import markdown_table, paired_methods, summarise
 from topologies.datasets import Row
 from topologies.encoders import disk_cached_encoder
 from topologies.learned import log_coverage, without_held_out
@@ -42,12 +44,15 @@ def _text(text: str) -> Callable[[str], None]:
 
 def write_outputs(out: Path, per_query: pd.DataFrame, k: int, meta: dict,
                   plots: bool = True, origin: dict | None = None) -> dict[str, pd.DataFrame]:
-    """per_query.csv, summary.csv, by_category.csv, summary.json (ending with ``origin``,
-    the provenance block, when given), table.md (+ plots)."""
+    """per_query.csv, summary.csv (with 95 % intervals over the queries), by_category.csv,
+    paired.csv (each method minus the first, query by query), summary.json (ending with
+    ``origin``, the provenance block, when given), table.md (+ plots)."""
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise(per_query)
     by_cat = summarise(per_query, ("method", "category"))
-    frames = {"per_query.csv": per_query, "summary.csv": summary, "by_category.csv": by_cat}
+    paired = paired_methods(per_query)
+    frames = {"per_query.csv": per_query, "summary.csv": summary, "by_category.csv": by_cat,
+              "paired.csv": paired}
     for name, frame in frames.items():
         atomic_write(out / name, _csv(frame))
     doc = {**meta, "k": k, "methods": json.loads(summary.to_json(orient="records"))}
@@ -60,7 +65,7 @@ def write_outputs(out: Path, per_query: pd.DataFrame, k: int, meta: dict,
         from analysis.titles import eval_title
 
         plot_all(per_query, out, eval_title(meta))  # titled with the evaluation and seed
-    return {"summary": summary, "by_category": by_cat}
+    return {"summary": summary, "by_category": by_cat, "paired": paired}
 
 
 def build_namespace(spec: EvalScenario, rows: Sequence[Row], queries: Sequence[Row],
@@ -101,8 +106,19 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
     ev = Evaluator(ns, category_map(rows), config, ev_encoder, train)
     for method in spec.methods:  # reject bad method names before anything runs
         check_method(method)
-    df = ev.run(qs, progress, tick)
     out = out or Path(spec.out or f"results/{spec.name}")
+    kept = MethodStore(out, spec, [q.id for q in qs])
+    done = {m: kept.load(m) for m in spec.methods if kept.has(m)}
+    if done and progress:
+        progress(f"{len(done)} of {len(spec.methods)} methods already done in "
+                 f"{kept.folder}: {', '.join(done)}")
+    todo = [m for m in spec.methods if m not in done]
+    ran = ev.run(qs, progress, tick, methods=todo, finished=kept.save)
+    by_method: dict[str, pd.DataFrame] = dict(done)
+    if len(ran):
+        for name, group in ran.groupby("method", sort=False):
+            by_method[str(name)] = group
+    df = pd.concat([by_method[m] for m in spec.methods if m in by_method], ignore_index=True)
     meta = {"name": spec.name, "tools": len(rows), "queries_evaluated": len(qs),
             "queries_available": len(ns.queries), "namespace": ns.origin, "balance": balance,
             "spec": spec.model_dump(mode="json")}
@@ -114,4 +130,38 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
     if chat is not None:  # endpoint (no key), model and exchanges
         meta["llm"] = chat.stats()
     frames = write_outputs(out, df, spec.k, meta, spec.plots, provenance(started))
+    kept.clear()  # complete: the next run measures every method again
     return {"out": out, "balance": balance, **frames}
+
+
+class MethodStore:
+    """Each method's per-query rows kept as it finishes (``<out>/.methods/``, Parquet,
+    written atomically), so an interrupted evaluation resumes with the finished methods.
+    A file is keyed on the method and on everything that decides its rows (the file's
+    settings but its method list, output and plots, and the queries sampled), so a changed
+    evaluation never reuses rows computed for another; the folder is removed once the
+    outputs are written."""
+
+    def __init__(self, out: Path, spec: EvalScenario, queries: Sequence[str]) -> None:
+        self.folder = out / ".methods"
+        settings = spec.model_dump(mode="json", exclude={"methods", "out", "plots",
+                                                         "description", "name"})
+        self._base = json.dumps({"spec": settings, "queries": list(queries)},
+                                sort_keys=True)
+
+    def _path(self, method: str) -> Path:
+        digest = hashlib.sha256(f"{self._base}\n{method}".encode()).hexdigest()[:16]
+        return self.folder / f"{digest}.parquet"
+
+    def has(self, method: str) -> bool:
+        return self._path(method).exists()
+
+    def load(self, method: str) -> pd.DataFrame:
+        return pd.read_parquet(self._path(method))
+
+    def save(self, method: str, rows: pd.DataFrame) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(self._path(method), lambda tmp: rows.to_parquet(tmp, index=False))
+
+    def clear(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -357,6 +357,9 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     (:class:`analysis.files.OutputLock`): a second run into it is refused with an
     :class:`analysis.files.OutputError` before anything is built.
     """
+    if sc.seeds > 1:  # replications are runs of their own (sim.run.sweep.run_sweep)
+        raise ScenarioError(f"seeds: {sc.seeds} replications are separate runs: `tooldns run` "
+                            f"runs them (sim.run.sweep.run_sweep); run_scenario runs one")
     if engine is not None and engine != sc.engine:  # the run's engine is the scenario's
         sc = sc.with_overrides({"engine": engine})
     engine = sc.engine

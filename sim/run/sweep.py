@@ -48,12 +48,13 @@ from analysis.files import (
     make_dirs,
     remove_stale,
 )
+from analysis.intervals import SEED
 from sim.errors import ScenarioError, shown
 from sim.limits import check_scenario, check_sweep_size
 from sim.loading import resolved_yaml
 from sim.provenance import KEY as PROVENANCE
 from sim.provenance import provenance, utc_now
-from sim.scenario import Scenario
+from sim.scenario import Scenario, SweepSpec
 
 SUMMARY = "summary.json"
 
@@ -87,17 +88,27 @@ def _shown(overrides: dict[str, Any]) -> str:
     return ", ".join(f"{k}={shown(v)}" for k, v in overrides.items())
 
 
+def grid_of(scenario: Scenario) -> dict[str, list[Any]]:
+    """The grid the scenario's runs cover: its sweep grid, then (``seeds`` > 1) a ``seed``
+    axis of ``seed, seed+1, …`` varying fastest. Empty: a single run."""
+    grid: dict[str, list[Any]] = dict(scenario.sweep.grid) if scenario.sweep else {}
+    if scenario.seeds > 1:
+        grid[SEED] = [scenario.seed + i for i in range(scenario.seeds)]
+    return grid
+
+
 def sweep_points(scenario: Scenario) -> list[SweepPoint]:
-    """Every point of the scenario's grid, validated and checked like a scenario file
-    (:func:`sim.limits.check_scenario`), with a stable id."""
-    if scenario.sweep is None:
+    """Every point of the scenario's grid (:func:`grid_of`), validated and checked like a
+    scenario file (:func:`sim.limits.check_scenario`), with a stable id."""
+    grid = grid_of(scenario)
+    if not grid:
         raise ScenarioError(f"sweep: scenario {scenario.name!r} has no sweep section")
-    check_sweep_size(scenario.sweep.grid, "")  # before the grid is expanded
+    check_sweep_size(grid, "")  # before the grid is expanded
     points = []
-    for index, overrides in enumerate(expand_grid(scenario.sweep.grid)):
+    for index, overrides in enumerate(expand_grid(grid)):
         where = f"sweep.grid: point {index} ({_shown(overrides)})"
         try:
-            sc = scenario.with_overrides(overrides)
+            sc = scenario.with_overrides({**overrides, "seeds": 1})
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])
@@ -106,7 +117,7 @@ def sweep_points(scenario: Scenario) -> list[SweepPoint]:
         except (ValueError, IndexError) as exc:
             raise ScenarioError(f"{where}: {exc}") from None
         check_scenario(sc.model_copy(update={"sweep": None}), where)
-        sc = sc.model_copy(update={"sweep": None,
+        sc = sc.model_copy(update={"sweep": None, "seeds": 1,
                                    "outputs": sc.outputs.model_copy(update={"dir": None,
                                                                             "plots": False})})
         # fields left at their defaults are not hashed, so a new scenario field (with a
@@ -220,9 +231,12 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     the points are Ray tasks (:func:`_run_ray`) on a local instance or the cluster at
     ``ray_address``; the files and the table are the same.
     """
-    if scenario.sweep is None:
+    grid = grid_of(scenario)
+    if not grid:
         raise ScenarioError(f"sweep: scenario {scenario.name!r} has no sweep section")
-    workers = scenario.sweep.workers if workers is None else workers
+    if workers is None:
+        workers = (scenario.sweep.workers if scenario.sweep is not None
+                   else SweepSpec.model_fields["workers"].default)
     if workers < 1:
         raise ValueError("workers must be at least 1")
     console = console or Console(stderr=True)
@@ -255,18 +269,40 @@ def run_sweep(scenario: Scenario, out_dir: str | Path, workers: int | None = Non
     table = collect(points, out)
     atomic_write(out / "sweep.csv", lambda p: table.to_csv(p, index=False))
     atomic_write(out / "sweep.parquet", lambda p: table.to_parquet(p, index=False))
-    meta = {"scenario": scenario.name, "seed": scenario.seed, "grid": scenario.sweep.grid,
+    meta = {"scenario": scenario.name, "seed": scenario.seed, "grid": grid,
             "points": [p.id for p in points], "ran": result.ran, "skipped": result.skipped,
-            "failed": result.failed, PROVENANCE: provenance(started)}
+            "failed": result.failed}
+    if SEED in grid and len(table):  # replications: mean ± CI, paired differences
+        meta["intervals"] = _write_intervals(table, list(grid), out)
+    meta[PROVENANCE] = provenance(started)
     atomic_write(out / "sweep.json", lambda p: Path(p).write_text(
         json.dumps(meta, indent=2) + "\n", encoding="utf-8"))
     if len(table):  # every metric against each grid axis, per scheme (sweep_<axis>.png)
         from analysis.plots.sweep import plot_sweep
         from analysis.titles import sweep_title
 
-        plot_sweep(table, scenario.sweep.grid, out, sweep_title(meta))
+        plot_sweep(table, grid, out, sweep_title(meta))
+        if SEED in grid:  # replications: each scheme's mean with its interval
+            from analysis.plots.intervals import FILE, interval_figure
+            from analysis.plots.style import save_figure
+
+            save_figure(interval_figure(table, list(grid), title=sweep_title(meta)), out / FILE)
     result.table = table
     return result
+
+
+def _write_intervals(table: pd.DataFrame, axes: list[str], out: Path) -> dict:
+    """``intervals.csv`` (mean and 95 % CI per scheme over the seeds), ``paired.csv`` (each
+    scheme minus the first, seed by seed) and the block ``sweep.json`` keeps."""
+    from analysis.intervals import interval_block, interval_table, paired_table
+    from analysis.metrics import SCHEME_TABLE
+
+    means = interval_table(table, axes, SCHEME_TABLE)
+    atomic_write(out / "intervals.csv", lambda p: means.to_csv(p, index=False))
+    schemes = list(dict.fromkeys(table.scheme))
+    paired = paired_table(table, axes, SCHEME_TABLE, schemes[0])
+    atomic_write(out / "paired.csv", lambda p: paired.to_csv(p, index=False))
+    return interval_block(table, axes, SCHEME_TABLE)
 
 
 def _init_worker(parent: int) -> None:

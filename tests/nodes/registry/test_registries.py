@@ -247,7 +247,7 @@ def test_tcp_model_packet_patterns() -> None:
 def test_keepalive_acks_follow_linux_interactive_mode() -> None:
     """A response after an idle connection is ACKed at once; one answered within the
     delayed-ACK timeout lets the next request carry the ACK; silence past it costs a
-    timer ACK (the patterns captured on loopback, RESULTS.md §6)."""
+    timer ACK (the patterns captured on loopback, HISTORY.md §6)."""
     from nodes.registry.client import HttpStep
     from sim.accounting import keepalive_acks
 

@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from analysis.metrics import METRICS, SCHEME_TABLE
+from analysis.pivot import by_spread
 from sim.cli import main as cli
 from sim.errors import ScenarioError
 from sim.loading import load_scenario
@@ -180,8 +182,12 @@ def test_cli_sweep_resumes_and_prints_the_table(tiny, tmp_path: Path,
     printed = capsys.readouterr().out
     assert "0 points run, 4 already done" in printed
     assert "namespace.branching" in "".join(printed.split()) and "k3" in printed
-    assert "hit@K" in printed
-    assert pd.read_csv(copy / "sweep.csv").shape[0] == 8
+    table = pd.read_csv(copy / "sweep.csv")
+    assert table.shape[0] == 8
+    # the console leads with what the grid changes most (analysis.pivot.by_spread)
+    first = METRICS[by_spread(table, SCHEME_TABLE)[0]].label
+    assert "".join(first.split()) in "".join(printed.split())
+    assert "metrics ranked by how much the grid changes them" in " ".join(printed.split())
 
 
 def test_a_failing_point_is_reported_and_retried(tmp_path: Path,

@@ -1,0 +1,124 @@
+"""``tooldns eval`` at ``run``'s standard: a file that the evaluation would refuse after
+minutes of loading is refused by ``validate`` (and by ``eval``) in seconds, and an
+interrupted evaluation keeps its finished methods and resumes after them."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from sim.evalspec import EvalScenario
+from sim.retrieval import run as eval_run
+from sim.retrieval.run import MethodStore, run_eval
+
+ROOT = Path(__file__).resolve().parents[3]
+T_975 = {29: 2.045229642132703}  # t(0.975, 29), from tables
+SPEC = {"name": "resume", "seed": 2,
+        "dataset": {"source": "synthetic", "tools": 240, "branching": 3, "depth": 2,
+                    "sample": 30},
+        "taxonomy": {"kind": "categories"},
+        "methods": ["flat:bm25", "tooldns:bm25", "tooldns:bm25:3", "a2x:bm25:get_all"],
+        "k": 5, "plots": False}
+
+
+def test_validate_refuses_a_walk_with_centroids_and_bm25_in_seconds(tmp_path: Path) -> None:
+    data = yaml.safe_load((ROOT / "scenarios" / "eval" / "tools-learned.yaml").read_text())
+    data["methods"] = ["flat:dense", "tooldns:bm25:6:global"]  # the scorer has no vectors
+    bad = tmp_path / "bad-eval.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    for command in ("validate", "eval"):
+        t = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "sim.cli", command, str(bad)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=60)
+        took = time.perf_counter() - t
+        assert done.returncode == 2, done.stderr
+        assert (f"{bad}: methods: tooldns:bm25:6:global: the 'bm25' scorer cannot score "
+                f"vectors") in done.stderr
+        assert "use tooldns:dense:6:global" in done.stderr and "Traceback" not in done.stderr
+        assert took < 5 * 3, took  # the bound is 5 s idle; x3 for a loaded machine
+
+
+def test_an_interrupted_eval_resumes_with_the_finished_methods(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = EvalScenario.model_validate(SPEC)
+    whole = run_eval(spec, tmp_path / "whole")
+    expected = pd.read_csv(tmp_path / "whole" / "per_query.csv")
+    assert not (tmp_path / "whole" / ".methods").exists()  # complete: nothing kept
+    # intervals over the queries, and each method paired with the first, query by query
+    summary = pd.read_csv(tmp_path / "whole" / "summary.csv").set_index("method")
+    walk = expected[expected.method == "tooldns:bm25"].recall_k
+    half = T_975[len(walk) - 1] * statistics.stdev(walk) / math.sqrt(len(walk))
+    assert summary.loc["tooldns:bm25", "recall_k_half"] == pytest.approx(half)
+    paired = pd.read_csv(tmp_path / "whole" / "paired.csv").set_index("method")
+    flat = expected[expected.method == "flat:bm25"].set_index("query").recall_k
+    diff = walk.to_numpy() - flat.loc[expected[expected.method == "tooldns:bm25"]["query"]]
+    assert paired.loc["tooldns:bm25", "recall_k"] == pytest.approx(diff.mean())
+    assert paired.loc["tooldns:bm25", "baseline"] == "flat:bm25"
+
+    out = tmp_path / "stopped"
+    save = MethodStore.save
+    calls: list[str] = []
+
+    def stop_after_two(self: MethodStore, method: str, rows: pd.DataFrame) -> None:
+        save(self, method, rows)
+        calls.append(method)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(MethodStore, "save", stop_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(spec, out)
+    assert not (out / "per_query.csv").exists()
+    assert len(list((out / ".methods").glob("*.parquet"))) == 2
+    monkeypatch.setattr(MethodStore, "save", save)
+
+    said: list[str] = []
+    ran: list[str] = []
+    real_run = eval_run.Evaluator.run
+
+    def counted(self, queries, progress=None, tick=None, methods=None, finished=None):  # type: ignore[no-untyped-def]
+        ran.extend(methods or [])
+        return real_run(self, queries, progress, tick, methods, finished)
+
+    monkeypatch.setattr(eval_run.Evaluator, "run", counted)
+    resumed = run_eval(spec, out, progress=said.append)
+    assert ran == ["tooldns:bm25:3", "a2x:bm25:get_all"]  # only what had not finished
+    assert any("2 of 4 methods already done" in s for s in said)
+    got = pd.read_csv(out / "per_query.csv")
+    timeless = [c for c in expected.columns if c != "time_ms"]
+    pd.testing.assert_frame_equal(got[timeless], expected[timeless])
+    quality = ["method", "hit1_tool", "hitk_tool", "recall_k", "rr", "examined"]
+    pd.testing.assert_frame_equal(resumed["summary"][quality], whole["summary"][quality])
+    assert not (out / ".methods").exists()
+
+
+def test_kept_methods_are_not_reused_for_another_evaluation(tmp_path: Path) -> None:
+    spec = EvalScenario.model_validate(SPEC)
+    store = MethodStore(tmp_path, spec, ["q1", "q2"])
+    store.save("flat:bm25", pd.DataFrame({"method": ["flat:bm25"], "query": ["q1"]}))
+    assert store.has("flat:bm25")
+    assert not MethodStore(tmp_path, spec, ["q1", "q3"]).has("flat:bm25")  # other sample
+    other = spec.model_copy(update={"k": 3})
+    assert not MethodStore(tmp_path, other, ["q1", "q2"]).has("flat:bm25")
+    more = spec.model_copy(update={"methods": (*spec.methods, "flat:tfidf")})
+    assert MethodStore(tmp_path, more, ["q1", "q2"]).has("flat:bm25")  # a method added
+
+
+def test_eval_formats(tmp_path: Path) -> None:
+    spec = tmp_path / "e.yaml"
+    spec.write_text(yaml.safe_dump({**SPEC, "methods": ["flat:bm25", "tooldns:bm25"]}))
+    done = subprocess.run([sys.executable, "-m", "sim.cli", "eval", str(spec), "--out",
+                           str(tmp_path / "o"), "--format", "csv"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.splitlines()[0].split(",")
+    assert head[:2] == ["method", "queries"] and "recall_k_half" in head
+    assert len(done.stdout.splitlines()) == 3  # the header and one row per method
