@@ -45,9 +45,12 @@ def test_learned_centroids_route_the_resolver_as_the_evaluator(search: str) -> N
 def test_one_split_per_evaluation_and_per_scenario() -> None:
     tx = {"kind": "cluster", "vectors": "dense", "centroids": True,
           "routing_log": {"per_tool": 5, "test_fraction": 0.4}}
+    dense = ["flat:dense", "tooldns:dense:4:global"]  # centroids route by vectors: dense
     with pytest.raises(ValueError, match=r"routing_log\.test_fraction"):
-        EvalScenario.model_validate({"dataset": {"test_fraction": 0.3}, "taxonomy": tx})
-    EvalScenario.model_validate({"dataset": {"test_fraction": 0.4}, "taxonomy": tx})
+        EvalScenario.model_validate({"dataset": {"test_fraction": 0.3}, "taxonomy": tx,
+                                     "methods": dense})
+    EvalScenario.model_validate({"dataset": {"test_fraction": 0.4}, "taxonomy": tx,
+                                 "methods": dense})
     with pytest.raises(ValueError, match="reads a training query log"):
         EvalScenario.model_validate({"methods": ["flat-log:dense"]})
     with pytest.raises(ValueError, match="set centroids: true"):
