@@ -217,7 +217,7 @@ class LLMClient:
         # a local server is reached directly, whatever http_proxy says
         handlers: list[urllib.request.BaseHandler] = [_HTTPHandler(), _HTTPSHandler(),
                                                       _NoRedirect()]
-        if _loopback(host):
+        if is_loopback(host):
             handlers.append(urllib.request.ProxyHandler({}))
         self._opener = urllib.request.build_opener(*handlers)
 
@@ -372,7 +372,8 @@ class LLMClient:
         return raw
 
 
-def _loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine (``localhost`` or a loopback address)."""
     if host == "localhost":
         return True
     try:

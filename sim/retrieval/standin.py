@@ -23,7 +23,6 @@ It can be told to misbehave, once per queued fault, in order (``--fail`` or
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import re
 import threading
@@ -31,6 +30,8 @@ from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from sim.retrieval.llm import is_loopback
 
 #: what a queued fault does to the next request
 FAULTS: dict[str, str] = {
@@ -308,7 +309,7 @@ class StandIn:
                  huge_bytes: int = 8 * 1024 * 1024, host: str = "127.0.0.1",
                  verbose: bool = False, redirect_to: str | None = None,
                  trickle_seconds: float = 1.0) -> None:
-        if not _loopback(host):
+        if not is_loopback(host):
             raise ValueError("the stand-in listens on loopback only (127.0.0.1)")
         self.host = host
         self.port = port
@@ -385,15 +386,6 @@ class StandIn:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
