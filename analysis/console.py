@@ -280,8 +280,6 @@ def eval_grids(summary: pd.DataFrame, paired: pd.DataFrame, k: int, title: str
                              "interval over them (Student t); C(q) = items scored; ms = "
                              "wall-clock per query on this machine")]
     if len(paired):
-        base = paired["baseline"].iloc[0]
-
         def diff(r: dict, key: str) -> str:
             mean, lo, hi = r[key], r[f"{key}_lo"], r[f"{key}_hi"]
             if mean != mean:
@@ -289,11 +287,18 @@ def eval_grids(summary: pd.DataFrame, paired: pd.DataFrame, k: int, title: str
             star = " *" if r[f"{key}_excludes_zero"] else ""
             return f"{100 * mean:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]{star}"
 
-        rows = [[str(r["method"]), diff(r, "recall_k"), diff(r, "hit1_tool"),
-                 f"{100 * r['examined_frac']:.2f}", str(r["queries"])]
-                for r in paired.to_dict("records")]
-        grids.append(Grid(f"each method minus {base}, query by query (points, 95 % CI)",
-                          ["method", f"recall@{k}", "hit@1 tool", "at % of pool", "queries"],
-                          rows,
-                          note="* the interval excludes 0: a difference at 95 % confidence"))
+        first = paired["baseline"].iloc[0]
+        headline: list[Grid] = []
+        for base, group in paired.groupby("baseline", sort=False):
+            rows = [[str(r["method"]), diff(r, "recall_k"), diff(r, "hit1_tool"),
+                     f"{100 * r['examined_frac']:.2f}", str(r["queries"])]
+                    for r in group.to_dict("records")]
+            title = (f"each method minus {first}, query by query (points, 95 % CI)"
+                     if base == first else "learned routing minus plain routing (the same "
+                     "walk on the tree without the query log), query by query")
+            headline.append(Grid(title, ["method", f"recall@{k}", "hit@1 tool",
+                                         "at % of pool", "queries"], rows,
+                                 note="* the interval excludes 0: a difference at 95 % "
+                                      "confidence"))
+        grids = [*headline, *grids]  # the answer first, the full table after it
     return grids

@@ -63,6 +63,11 @@ CAPTURE_COLUMNS: tuple[Column, ...] = (
 REPLAY_COLUMNS: tuple[Column, ...] = (
     ("completed", "completed", "{}"), ("warm_time_s", "warm-up s", "{:.3f}"),
     ("end_time_s", "end s", "{:.3f}"), ("lost_packets", "lost packets", "{}"))
+FIDELITY_COLUMNS: tuple[Column, ...] = (
+    ("hops", "hops timed", "{}"), ("modelled_mean_ms", "modelled ms", "{:.2f}"),
+    ("excess_median_ms", "excess median ms", "{:+.2f}"),
+    ("excess_p95_ms", "excess p95 ms", "{:+.2f}"), ("cpu_busiest", "busiest CPU", "{:.0%}"),
+    ("verdict", "latency as modelled", "{}"))
 PROVENANCE_KEYS = ("tooldns", "git_commit", "git_dirty", "python", "platform", "cpus",
                    "hostname", "started_utc", "finished_utc", "wall_s", "argv")
 FORMATS = ("html", "md")
@@ -126,6 +131,34 @@ def _columns(keys: Sequence[str], present: Sequence[str] | None = None) -> list[
     """The table columns of metric ``keys`` (those in ``present``, when given)."""
     return [(m.key, m.label, m.fmt) for m in metrics(keys)
             if present is None or m.key in present]
+
+
+def _replay_section(report: Report, replay: dict[str, dict]) -> Section:
+    """The engine's replay table and, for a real-time engine, its fidelity to the model
+    (sim.engines.fidelity); a run whose latencies are not within the tolerance is marked
+    in the report's banner."""
+    blocks: list[Block] = [Table(_formatted(replay, REPLAY_COLUMNS))]
+    fid = {name: {**r["fidelity"], "verdict": "within tolerance" if r["fidelity"]["within"]
+                  else "NO: " + "; ".join(r["fidelity"]["why"])}
+           for name, r in replay.items() if "fidelity" in r}
+    if fid:
+        tol = next(iter(fid.values()))["tolerance"]
+        blocks += [Table(_formatted(fid, FIDELITY_COLUMNS), "real-time fidelity"),
+                   Text(f"Each resolver→server exchange and registry call timed on the wall "
+                        f"clock against the model's time for it (path round trip plus the "
+                        f"simulation's processing). Tolerance: |median excess| ≤ "
+                        f"{tol['excess_median_ms']:g} ms or "
+                        f"{tol['excess_median_share']:.0%} of the modelled hop (the larger), "
+                        f"busiest host process < {tol['cpu']:.0%} of a core, p99 schedule "
+                        f"error ≤ {tol['schedule_p99_ms']:g} ms; the p95 excess includes "
+                        f"link jitter and is shown, not judged.", note=True)]
+        off = [name for name, f in fid.items() if not f["within"]]
+        if off:
+            mark = (f"Real-time fidelity: the latencies of {', '.join(off)} are not within "
+                    f"the model's tolerance (see Engine replay); read them as this "
+                    f"machine's, not the model's.")
+            report.banner = f"{report.banner} {mark}" if report.banner else mark
+    return Section("Engine replay", blocks)
 
 
 def _formatted(rows: dict[Any, dict[Any, Any]] | list[dict[Any, Any]],
@@ -243,8 +276,7 @@ def run_report(path: Path) -> Report:
                  f"engine's accounting."),
             Table(_formatted(rows, CAPTURE_COLUMNS))]))
     if s.get("replay"):
-        report.sections.append(Section("Engine replay", [
-            Table(_formatted(s["replay"], REPLAY_COLUMNS))]))
+        report.sections.append(_replay_section(report, s["replay"]))
     if not run.nodes.empty and {"role", "scheme", "rx_packets"} <= set(run.nodes.columns):
         load = (run.nodes.groupby(["role", "scheme"], sort=False).rx_packets.sum()
                 .unstack("scheme").fillna(0).astype(int))

@@ -125,8 +125,22 @@ def walk_settings(way: str) -> dict[str, str]:
                      f"({', '.join(s for s in SEARCHES if s != 'split')})")
 
 
+#: a walk's suffix: run it on the same split's tree routed without the log (plain centroids)
+PLAIN = "@plain"
+
+
+def variant(method: str) -> tuple[str, bool]:
+    """(the method without :data:`PLAIN`, whether it had it)."""
+    return (method[:-len(PLAIN)], True) if method.endswith(PLAIN) else (method, False)
+
+
 def check_method(method: str) -> None:
-    """Raise ValueError unless ``method`` is a method spec :mod:`sim.retrieval.evaluator` runs."""
+    """Raise ValueError unless ``method`` is a method spec :mod:`sim.retrieval.evaluator` runs
+    (a walk may end in :data:`PLAIN`)."""
+    method, plain = variant(method)
+    if plain and method.split(":")[0] not in ("tooldns", "a2x"):
+        raise ValueError(f"{method}{PLAIN}: only walks (tooldns:…, a2x:…) have a plain "
+                         f"variant (the tree without the query log)")
     parts = method.split(":")
     if parts[0] in ("grail", "grail-intersect"):
         grail_options(method)  # raises naming the bad option
@@ -242,7 +256,9 @@ class EvalScenario(Spec):
     dataset: DatasetSpec = DatasetSpec()
     taxonomy: TaxonomySpec = TaxonomySpec()
     methods: tuple[str, ...] = Field(default=DEFAULT_METHODS, description="flat:S, flat-log:dense, "
-                                     "context, tooldns:S[:B[:score|global]], a2x:S:MODE, "
+                                     "context, tooldns:S[:B[:score|global]], a2x:S:MODE "
+                                     "(a walk + '@plain': the same split's tree without the "
+                                     "query log, with taxonomy.routing_log), "
                                      "grail[:OPT…] (the paper's GRAIL; OPT: no-maxsim, "
                                      "no-tags, no-pseudo, no-synonyms, intersect, "
                                      "sparse-only, sparse-count, alpha=X, pseudo=N), "
@@ -270,10 +286,11 @@ class EvalScenario(Spec):
         with another scorer would fail when it is built (after every method before it)."""
         if not self.taxonomy.centroids:
             return self
-        for method in self.methods:
+        for named in self.methods:
+            method = variant(named)[0]
             parts = method.split(":")
             if parts[0] in ("tooldns", "a2x") and len(parts) > 1 and parts[1] != "dense":
-                raise ValueError(f"methods: {method}: the {parts[1]!r} scorer cannot score "
+                raise ValueError(f"methods: {named}: the {parts[1]!r} scorer cannot score "
                                  f"vectors, and taxonomy.centroids routes by vectors (use "
                                  f"{parts[0]}:dense{method[len(parts[0]) + len(parts[1]) + 1:]}"
                                  f", or centroids: false)")
@@ -289,7 +306,41 @@ class EvalScenario(Spec):
         if log is None and frac is None and "flat-log:dense" in self.methods:
             raise ValueError("methods: flat-log:dense reads a training query log; set "
                              "dataset.test_fraction or taxonomy.routing_log")
+        plain = [m for m in self.methods if variant(m)[1]]
+        if plain and (log is None or log.per_tool == 0):
+            raise ValueError(f"methods: {plain[0]}: the plain variant compares a walk with "
+                             f"learned routing's; set taxonomy.routing_log (per_tool > 0)")
         return self
+
+
+def needs_llm(spec: EvalScenario) -> list[str]:
+    """What in ``spec`` calls a language model (methods with the ``llm`` or ``llm-router``
+    scorer, LLM zone labels); ``context`` without an endpoint only counts its cost."""
+    uses = [m for m in spec.methods
+            if any(p in ("llm", "llm-router") for p in variant(m)[0].split(":")[1:])]
+    if spec.taxonomy.labels == "llm":
+        uses.append("taxonomy.labels: llm")
+    return uses
+
+
+def preflight(spec: EvalScenario, llm: bool = True) -> None:
+    """The refusals an evaluation would otherwise meet after loading its weights and data
+    (``tooldns validate`` and ``eval`` run them first); ValueError naming the field.
+    ``llm=False`` leaves out the endpoint (``eval --llm-url`` may still give one)."""
+    ds = spec.dataset
+    if ds.source != "synthetic":
+        if not ds.catalog:
+            raise ValueError(f"dataset.catalog: {ds.source!r} needs a catalogue file")
+        for field, value in (("catalog", ds.catalog), ("queries", ds.queries)):
+            if value and not Path(value).is_file():
+                raise ValueError(f"dataset.{field}: no such file: {value}")
+        beside = Path(ds.catalog).parent / "queries.jsonl"
+        if ds.source == "catalog" and not ds.queries and not beside.is_file():
+            raise ValueError(f"dataset.queries: not given, and no {beside} beside the "
+                             f"catalogue: nothing to evaluate")
+    if llm and (uses := needs_llm(spec)) and not spec.llm.url:
+        raise ValueError(f"methods: {', '.join(uses)} need a language model: set llm.url "
+                         f"or give --llm-url (docs/llm.md)")
 
 
 def load_eval(path: str | Path) -> EvalScenario:

@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nodes.llmreply import LLMError
-    from sim.evalspec import DEFAULT_METHODS, EvalScenario, load_eval
+    from sim.evalspec import DEFAULT_METHODS, EvalScenario, load_eval, preflight
     from sim.retrieval.run import run_eval
 
     spec: EvalScenario | None = None
@@ -71,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
                 llm = {"url": args.llm_url} | (
                     {"model": args.llm_model} if args.llm_model != "default" else {})
                 spec = spec.model_copy(update={"llm": spec.llm.model_copy(update=llm)})
+            try:  # what would otherwise fail after the weights and the data are loaded
+                preflight(spec)
+            except ValueError as exc:
+                raise ValueError(f"{args.file}: {exc}") from None
         elif args.catalog:
             spec = EvalScenario.model_validate({
                 "name": Path(args.out).name if args.out else "eval", "seed": args.seed,

@@ -166,6 +166,7 @@ def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespac
     from analysis.conditions import conditions
     from analysis.console import capture_grid, print_summary, summary_text
     from analysis.tables import print_grid
+    from sim.engines.fidelity import fidelity_line
     from sim.spec import printable
 
     footer = conditions(scenario.model_dump(mode="json"))
@@ -196,6 +197,10 @@ def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespac
                 console.print(f"  {scheme}: replay timing error vs schedule: median "
                               f"{err['median']:.3f} ms, p99 {err['p99']:.3f} ms, max "
                               f"{err['max']:.3f} ms", style="dim")
+    for scheme, replay in result.summary["replay"].items():  # real-time engines only
+        if (block := replay.get("fidelity")) is not None:
+            console.print(fidelity_line(scheme, block), markup=False, highlight=False,
+                          style=None if block["within"] else "yellow")
     if "capture" in result.summary:
         print_grid(capture_grid(result.summary["capture"]), console)
     expected_to_fail = {s.name for s in scenario.dns_schemes() if s.mode == "strip"}  # by design

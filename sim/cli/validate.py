@@ -102,7 +102,7 @@ def build_checks(sc: Scenario, file: str) -> str | None:
 def run(args: argparse.Namespace) -> int:
     """Check files as a run would, without running: errors (exit 2) and warnings."""
     from sim.errors import ScenarioError
-    from sim.evalspec import load_eval
+    from sim.evalspec import load_eval, needs_llm, preflight
     from sim.loading import load_scenario
     from sim.run.sweep import sweep_points
     from sim.sanity import scenario_warnings
@@ -117,8 +117,17 @@ def run(args: argparse.Namespace) -> int:
                 data = None  # load_scenario says what is wrong
             if _is_eval_file(data):
                 spec = load_eval(file)
+                try:
+                    preflight(spec, llm=False)
+                except ValueError as exc:
+                    raise ValueError(f"{file}: {exc}") from None
                 say(f"{file}: ok (evaluation {spec.name}: {len(spec.methods)} methods, "
                     f"dataset {spec.dataset.source})")
+                if (uses := needs_llm(spec)) and not spec.llm.url:
+                    warn(f"{file}: {', '.join(uses)}: `tooldns eval` needs --llm-url "
+                         f"(the file sets no llm.url)")
+                    if args.strict:
+                        status = max(status, 1)
                 continue
             sc = load_scenario(file)
             points = ""

@@ -23,6 +23,7 @@ from nodes.resolver.types import DiscoveryResult
 from sim.build.faults import FaultsSeen
 from sim.build.runplan import RunNodes, RunPlan, StubSink
 from sim.build.workload import Job
+from sim.engines.fidelity import HopTimes
 
 
 @dataclass
@@ -64,6 +65,9 @@ class EngineOutput:
     sessions: dict[str, dict[int, JobInfo]] = field(default_factory=dict)  # agent -> jobs
     # a calibration pre-run (RunPlan.measure): seconds of node work per node kind
     measured: dict[str, list[float]] = field(default_factory=dict)
+    # real-time engines: each hop's time against the model's, each host's CPU share
+    # (sim.engines.fidelity); None in virtual time
+    hop_times: HopTimes | None = None
 
     def add_stub(self, job: Job, stub: StubResult | RegistryResult) -> None:
         """A discovery finished: to the sink, or kept (walks of a DNS discovery should be
@@ -153,6 +157,10 @@ class EngineOutput:
         self.end_time = max(self.end_time, piece.end_time)
         if piece.model_loads is not None:
             self.model_loads = (self.model_loads or 0) + piece.model_loads
+        if piece.hop_times is not None:
+            if self.hop_times is None:
+                self.hop_times = HopTimes()
+            self.hop_times.absorb(piece.hop_times)
 
 
 def merge_outputs(pieces: Iterable[EngineOutput], on_stub: StubSink | None = None,

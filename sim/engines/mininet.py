@@ -68,6 +68,15 @@ ROOT = Path(__file__).resolve().parents[2]  # the checkout: host agents import i
 DIST_PACKAGES = ("/usr/lib/python3/dist-packages", "/usr/local/lib/python3/dist-packages")
 START_MARGIN = 0.05
 COMMAND_TIMEOUT = 120.0  # seconds for one phase on every host (replay: plus the drain)
+#: how much longer a phase may take on an emulated CPU: a TCG guest of ``tooldns run --vm``
+#: (sim.vm.job exports TOOLDNS_VM=<accelerator>) runs Python ~15x slower, more on a busy host
+EMULATED_CPU_FACTOR = 15.0
+
+
+def command_timeout() -> float:
+    """Seconds one phase may take on every host here (see :data:`EMULATED_CPU_FACTOR`)."""
+    emulated = os.environ.get("TOOLDNS_VM") == "tcg"
+    return COMMAND_TIMEOUT * (EMULATED_CPU_FACTOR if emulated else 1.0)
 
 
 class NetemWarning(RuntimeWarning):
@@ -168,7 +177,7 @@ class _Agents:
     def __init__(self, procs: dict[str, subprocess.Popen]) -> None:
         self.procs = procs
 
-    def call(self, command: str | dict[str, str], timeout: float = COMMAND_TIMEOUT) -> dict:
+    def call(self, command: str | dict[str, str], timeout: float | None = None) -> dict:
         for name, proc in self.procs.items():
             line = command if isinstance(command, str) else command[name]
             assert proc.stdin is not None
@@ -179,7 +188,7 @@ class _Agents:
                 raise RuntimeError(f"mininet host {name}: no answer to {command!r} (agent "
                                    f"exited with status {proc.poll()})") from None
         answers = {}
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + (command_timeout() if timeout is None else timeout)
         for name, proc in self.procs.items():
             assert proc.stdout is not None
             left = deadline - time.monotonic()
@@ -366,7 +375,7 @@ def _drive(agents: _Agents, plan: RunPlan, names: list[str], tmp: Path) -> float
         agents.call("warm")
         last = max((j.at or 0.0 for j in plan.jobs), default=0.0)
         agents.call(f"replay {time.time() + START_MARGIN!r}",
-                    timeout=COMMAND_TIMEOUT + last + 30.0)
+                    timeout=command_timeout() + last + 30.0)
         agents.call("hangup")
         agents.call({name: f"finish {tmp / (name + '.out')}" for name in names})
     except RuntimeError as exc:

@@ -56,6 +56,7 @@ from sim.build.registries import RegistrySetup, client_context
 from sim.build.runplan import RunNodes, RunPlan, StubSink
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput
+from sim.engines.fidelity import HopModel, HopTimes
 from sim.sockets.dot import DotUpstream
 from sim.sockets.node import NodeEndpoint
 from sim.sockets.registry import RegistryReplicas, replica_nodes
@@ -109,6 +110,8 @@ class HostPart:
     registry_agents: dict[str, RegistryAgent] = field(default_factory=dict)
     registry_replicas: int = 1
     registry_time: float = 0.0
+    server_time: float = 50e-6  # the simulation's processing (what a hop's model charges)
+    server_semantic_time: float | None = None
     tls: TlsSizes | None = None
     dense: bool = False  # the servers embed with the sentence model (model loads reported)
 
@@ -155,7 +158,8 @@ def _part(plan: RunPlan, name: str, ips: list[str], node_index: dict[str, int],
         registry_ca=registry.ca.cert_pem if registry is not None else "",
         registry=registry if replicas else None, registry_nodes=replicas,
         registry_agents=http, registry_replicas=plan.registry_replicas,
-        registry_time=plan.registry_time, tls=plan.tls,
+        registry_time=plan.registry_time, server_time=plan.server_time,
+        server_semantic_time=plan.server_semantic_time, tls=plan.tls,
         dense=plan.hierarchy.scorer_name == "dense")
 
 
@@ -193,7 +197,9 @@ class NodeHost:
 
     def __init__(self, part: HostPart, sink: StubSink | None = None) -> None:
         self.part = part
-        self.out = EngineOutput(on_stub=sink)
+        self.out = EngineOutput(on_stub=sink, hop_times=HopTimes())
+        self.model = HopModel(part.path, part.role_of, part.server_time,
+                              part.server_semantic_time, part.registry_time)
         self.origin = 0.0
         self.t0 = 0.0  # node time of workload time 0
         self.finished: dict[int, asyncio.Future] = {}
@@ -274,7 +280,7 @@ class NodeHost:
         self.servers = [ServerEndpoint(s, (ip, part.dns_port), self.shaper, origin)
                         for ip, s in part.servers.items()]
         self.resolvers = {ip: NodeEndpoint(node, (ip, part.dns_port), ip, origin, self.shaper,
-                                           on_done=self.out.add_walks)
+                                           on_done=self._walked(ip))
                           for ip, node in part.resolvers.items()}
         if part.dot is not None:
             self._dot_endpoints(part.dot)
@@ -343,6 +349,17 @@ class NodeHost:
             self.out.warm_time = asyncio.get_running_loop().time() - self.origin
         return self.out.warm_time
 
+    def _walked(self, resolver: str) -> Callable[[list], None]:
+        """Resolver ``resolver``'s finished walks: their hops timed, then to the output."""
+        hops, out = self.out.hop_times, self.out
+
+        def walked(results: list) -> None:
+            if hops is not None:
+                self.model.walks(resolver, results, hops)
+            out.add_walks(results)
+
+        return walked
+
     def _done(self, job: Job, result: StubResult | RegistryResult) -> None:
         self.out.add_stub(job, result)
         fut = self.finished.get(job.index)
@@ -358,6 +375,11 @@ class NodeHost:
     def _on_result(self, result: RegistryResult) -> None:
         job = result.tag
         assert isinstance(job, Job)  # the tag replay() asked with
+        part, hops = self.part, self.out.hop_times
+        if hops is not None and part.registry_endpoint is not None:
+            registry = part.registry_endpoint[0]
+            if registry in part.role_of:
+                self.model.calls(part.agent_order[job.agent], registry, result, hops)
         self._done(job, result)
 
     def _ask(self, job: Job) -> None:
@@ -407,6 +429,7 @@ class NodeHost:
             return 0
         for job in part.jobs:
             self.finished[job.index] = loop.create_future()
+        cpu0, wall0 = time.process_time(), loop.time()
         if part.closed_loop:
             async def agent_loop(jobs: list[Job]) -> None:
                 for job in jobs:
@@ -428,6 +451,9 @@ class NodeHost:
             await asyncio.wait(list(self.finished.values()),
                                timeout=max(0.0, start - loop.time()) + last + DRAIN_TIMEOUT)
         self.out.end_time = loop.time() - self.origin
+        if self.out.hop_times is not None and loop.time() > wall0:
+            # this process's CPU over the replay (its one loop uses one core at most)
+            self.out.hop_times.cpu.append((time.process_time() - cpu0) / (loop.time() - wall0))
         return sum(f.done() for f in self.finished.values())
 
     async def hang_up(self) -> None:
@@ -447,7 +473,7 @@ class NodeHost:
         """Collect late walks, close every socket, return this host's piece."""
         part = self.part
         for ip in self.resolvers:  # walks that finished after their stub answer went out
-            self.out.add_walks(part.resolvers[ip].pop_results())
+            self._walked(ip)(part.resolvers[ip].pop_results())
         await self.hang_up()
         if self.replicas is not None:
             self.replicas.close()

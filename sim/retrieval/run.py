@@ -15,7 +15,7 @@ import pandas as pd
 from analysis.files import atomic_write
 from nodes.llmreply import ChatTransport
 from nodes.scoring import Encoder
-from sim.evalspec import EvalScenario, check_method
+from sim.evalspec import EvalScenario, check_method, preflight, variant
 from sim.provenance import KEY as PROVENANCE
 from sim.provenance import provenance, utc_now
 from sim.retrieval.dataset import category_map, load_split, sample_queries
@@ -84,6 +84,9 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
     """Load, build the tree, run every method, write the outputs; returns the summary.
     ``summary.json`` ends with a ``provenance`` block (sim.provenance)."""
     started = utc_now()
+    for method in spec.methods:  # reject bad method names before anything loads
+        check_method(method)
+    preflight(spec)
     rows, train, queries = load_split(spec)
     if not rows:
         raise ValueError("the dataset has no tools")
@@ -104,8 +107,7 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
     if not qs:
         raise ValueError("no query has a ground-truth tool in the catalogue")
     ev = Evaluator(ns, category_map(rows), config, ev_encoder, train)
-    for method in spec.methods:  # reject bad method names before anything runs
-        check_method(method)
+    plain = plain_evaluator(spec, rows, queries, ev_encoder, train, chat, config)
     out = out or Path(spec.out or f"results/{spec.name}")
     kept = MethodStore(out, spec, [q.id for q in qs])
     done = {m: kept.load(m) for m in spec.methods if kept.has(m)}
@@ -113,11 +115,13 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
         progress(f"{len(done)} of {len(spec.methods)} methods already done in "
                  f"{kept.folder}: {', '.join(done)}")
     todo = [m for m in spec.methods if m not in done]
-    ran = ev.run(qs, progress, tick, methods=todo, finished=kept.save)
     by_method: dict[str, pd.DataFrame] = dict(done)
-    if len(ran):
-        for name, group in ran.groupby("method", sort=False):
-            by_method[str(name)] = group
+    for method in todo:  # in the file's order, each on its tree
+        base, on_plain = variant(method)
+        evaluator = plain if on_plain and plain is not None else ev
+        ran = evaluator.run(qs, _named(progress, method), _named(tick, method),
+                            methods=[base], finished=_named(kept.save, method))
+        by_method[method] = ran.assign(method=method)  # the name with its variant
     df = pd.concat([by_method[m] for m in spec.methods if m in by_method], ignore_index=True)
     meta = {"name": spec.name, "tools": len(rows), "queries_evaluated": len(qs),
             "queries_available": len(ns.queries), "namespace": ns.origin, "balance": balance,
@@ -132,6 +136,34 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
     frames = write_outputs(out, df, spec.k, meta, spec.plots, provenance(started))
     kept.clear()  # complete: the next run measures every method again
     return {"out": out, "balance": balance, **frames}
+
+
+def _named(call: Callable[..., None] | None, method: str) -> Callable[..., None] | None:
+    """``call`` with its first argument (the method the evaluator ran) replaced by the
+    file's name for it (a plain variant's ``…@plain``); a frame argument is renamed too."""
+    if call is None:
+        return None
+
+    def named(_: str, *rest: object) -> None:
+        call(method, *(r.assign(method=method) if isinstance(r, pd.DataFrame) else r
+                       for r in rest))
+
+    return named
+
+
+def plain_evaluator(spec: EvalScenario, rows: Sequence[Row], queries: Sequence[Row],
+                    encoder: Encoder | None, train: list[Row], chat: ChatTransport | None,
+                    config: EvalConfig) -> Evaluator | None:
+    """The evaluator of the ``…@plain`` walks: the same split's tree with centroids of the
+    descriptions alone (``routing_log.per_tool: 0``), so learned and plain routing are
+    compared in one file, query by query; None when no method asks for it."""
+    log = spec.taxonomy.routing_log
+    if log is None or not any(variant(m)[1] for m in spec.methods):
+        return None
+    bare = spec.model_copy(update={"taxonomy": spec.taxonomy.model_copy(
+        update={"routing_log": log.model_copy(update={"per_tool": 0})})})
+    ns, _ = build_namespace(bare, rows, queries, encoder, train, chat)
+    return Evaluator(ns, category_map(rows), config, encoder, train)
 
 
 class MethodStore:

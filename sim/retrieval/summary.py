@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from sim.evalspec import PLAIN
+
 METRICS = ("hit1_cat", "hitk_cat", "hit1_tool", "hitk_tool", "recall_k", "rr", "examined",
            "examined_frac", "examined_frac_all", "tokens", "time_ms", "disc_acc")
 
@@ -34,28 +36,32 @@ def paired_methods(df: pd.DataFrame, baseline: str | None = None) -> pd.DataFram
     the queries both answered: per quality metric the mean difference and its 95 %
     interval (``<metric>``, ``<metric>_lo``, ``<metric>_hi``); ``*_excludes_zero`` says
     whether the data tell the two apart; ``examined_frac`` the method's mean share of the
-    query's pool scored (what the difference is bought with)."""
-    from analysis.intervals import t_interval
-
+    query's pool scored (what the difference is bought with). Then each walk that has a
+    plain variant (``…@plain``) against it: learned minus plain routing."""
     methods = list(dict.fromkeys(df.method))
     if not methods:
         return pd.DataFrame()
     baseline = baseline or methods[0]
-    base = df[df.method == baseline].set_index("query")
-    rows = []
-    for method in methods:
-        if method == baseline:
-            continue
-        mine = df[df.method == method].set_index("query")
-        both = mine.index.intersection(base.index)
-        row: dict = {"method": method, "baseline": baseline, "queries": len(both),
-                     "examined_frac": float(mine.loc[both, "examined_frac"].mean())}
-        for key in INTERVALS:
-            iv = t_interval((mine.loc[both, key] - base.loc[both, key]).tolist())
-            row.update({key: iv.mean, f"{key}_lo": iv.lo, f"{key}_hi": iv.hi,
-                        f"{key}_excludes_zero": iv.excludes_zero})
-        rows.append(row)
+    rows = [_pair(df, method, baseline) for method in methods if method != baseline]
+    rows += [_pair(df, method[:-len(PLAIN)], method) for method in methods
+             if method.endswith(PLAIN) and method[:-len(PLAIN)] in methods]
     return pd.DataFrame(rows)
+
+
+def _pair(df: pd.DataFrame, method: str, baseline: str) -> dict:
+    """``method`` minus ``baseline``, query by query (see :func:`paired_methods`)."""
+    from analysis.intervals import t_interval
+
+    base = df[df.method == baseline].set_index("query")
+    mine = df[df.method == method].set_index("query")
+    both = mine.index.intersection(base.index)
+    row: dict = {"method": method, "baseline": baseline, "queries": len(both),
+                 "examined_frac": float(mine.loc[both, "examined_frac"].mean())}
+    for key in INTERVALS:
+        iv = t_interval((mine.loc[both, key] - base.loc[both, key]).tolist())
+        row.update({key: iv.mean, f"{key}_lo": iv.lo, f"{key}_hi": iv.hi,
+                    f"{key}_excludes_zero": iv.excludes_zero})
+    return row
 
 
 def markdown_table(summary: pd.DataFrame, k: int) -> str:

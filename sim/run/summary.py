@@ -24,6 +24,7 @@ from analysis.metrics import (
 from nodes.agent.context import META_TOOL_TOKENS, static_tokens
 from sim.build.sessions import session_scopes, session_tool
 from sim.engines.base import EngineOutput
+from sim.engines.fidelity import fidelity
 from sim.scenario import Scenario
 from topologies.namespace import Namespace
 
@@ -40,7 +41,8 @@ def _error_stats(errors: list[float]) -> dict[str, float]:
 def replay_summary(output: EngineOutput, dot: bool) -> dict:
     """One scheme's ``replay`` block: schedule error, warm-up and end times, packets lost,
     discoveries completed; with DNS over TLS, the resolvers' connections opened, closed."""
-    replay = {"schedule_error_ms": _error_stats(output.schedule_error),
+    errors = _error_stats(output.schedule_error)
+    replay: dict[str, object] = {"schedule_error_ms": errors,
               "warm_time_s": round(output.warm_time, 9),
               "end_time_s": round(output.end_time, 9),
               "lost_packets": output.lost,
@@ -49,6 +51,8 @@ def replay_summary(output: EngineOutput, dot: bool) -> dict:
         replay["link_emulation"] = output.link_emulation
     if output.model_loads is not None:
         replay["host_model_loads"] = output.model_loads
+    if output.hop_times is not None:  # a real-time engine: its timing against the model
+        replay["fidelity"] = fidelity(output.hop_times, errors.get("p99"))
     if dot:
         replay.update({key: sum(c.get(key, 0) for c in output.load.values())
                        for key in ("dot_opened", "dot_closed")})

@@ -102,8 +102,11 @@ def unavailable() -> str | None:
     return None
 
 
-def job_script(argv: list[str], out_dir: Path, cwd: Path, env: dict[str, str]) -> str:
-    """``job.sh``: the output share at ``out_dir``, netem checked, then ``argv`` in ``cwd``."""
+def job_script(argv: list[str], out_dir: Path, cwd: Path, env: dict[str, str],
+               accel: str) -> str:
+    """``job.sh``: the output share at ``out_dir``, netem checked, then ``argv`` in ``cwd``
+    with ``TOOLDNS_VM`` set to the accelerator (``kvm`` or ``tcg``: the Mininet engine gives
+    an emulated CPU longer phases)."""
     out = shlex.quote(str(out_dir))
     lines = [
         f"mkdir -p {out} && mount -t 9p -o trans=virtio,version=9p2000.L,msize={MSIZE} "
@@ -113,7 +116,7 @@ def job_script(argv: list[str], out_dir: Path, cwd: Path, env: dict[str, str]) -
         f"netem qdisc ({NETEM_MODULE})\" >&2; exit {EXIT_NO_NETEM}; }}",
         f"cd {shlex.quote(str(cwd))} || exit {EXIT_NO_OUT}",
         *(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())),
-        "export TOOLDNS_VM=1",
+        f"export TOOLDNS_VM={shlex.quote(accel)}",
         "exec " + shlex.join(argv),
     ]
     return "set -u\n" + "\n".join(lines) + "\n"
@@ -140,7 +143,8 @@ def run_in_vm(argv: list[str], out_dir: Path, options: VMOptions,
         job = tmp / "job"
         job.mkdir()
         (job / "guest.sh").write_text(GUEST_SH)
-        (job / "job.sh").write_text(job_script(argv, out_dir, Path.cwd(), env))
+        (job / "job.sh").write_text(job_script(argv, out_dir, Path.cwd(), env,
+                                                         accel.name))
         vm = GuestVM(kernel, build_initramfs(kernel, tmp / "initramfs.cpio"), job, accel,
                      memory_mib=options.memory_mib, cpus=options.cpus,
                      shares=[(OUT_TAG, out_dir)], owner_file=tmp / OWNER_FILE)

@@ -95,3 +95,51 @@ def test_servers_and_evaluator_agree_query_by_query_on_the_catalogue(tmp_path: P
     want = ev.set_index("query").returned
     got = df.set_index("query_id").returned
     assert (got == want.loc[got.index]).all()
+
+
+def test_a_plain_variant_needs_a_walk_and_a_log() -> None:
+    tx = {"kind": "cluster", "vectors": "dense", "centroids": True,
+          "routing_log": {"per_tool": 5, "test_fraction": 0.4}}
+    with pytest.raises(ValueError, match="only walks"):
+        EvalScenario.model_validate({"taxonomy": tx, "methods": ["flat:dense@plain"]})
+    with pytest.raises(ValueError, match=r"set taxonomy\.routing_log \(per_tool > 0\)"):
+        EvalScenario.model_validate({"methods": ["tooldns:bm25@plain"]})
+    with pytest.raises(ValueError, match="'bm25' scorer cannot score vectors"):
+        EvalScenario.model_validate({"taxonomy": tx, "methods": ["tooldns:bm25:4@plain"]})
+    EvalScenario.model_validate({"taxonomy": tx, "methods": ["tooldns:dense:4:global@plain"]})
+
+
+@pytest.mark.skipif(not CATALOG.exists() and not os.environ.get("CI"),
+                    reason="needs ../shared/data/tools (CI has it)")
+def test_learned_and_plain_routing_in_one_file(tmp_path: Path) -> None:
+    """``…@plain`` runs the walk on the same split's tree routed by the descriptions'
+    centroids alone: its rows are those of a separate evaluation with ``per_tool: 0``, and
+    paired.csv holds learned minus plain, query by query, beside each method minus flat."""
+    from analysis.console import eval_grids
+
+    cache = str(tmp_path / "cache")
+    tx = {"kind": "cluster", "branching": 4, "depth": 2, "leaf_size": 40, "vectors": "dense",
+          "centroids": True, "routing_log": {"per_tool": 10, "test_fraction": 0.4}}
+    base = {"seed": 3, "cache_dir": cache, "plots": False, "k": 10,
+            "dataset": {"source": "catalog", "catalog": str(CATALOG), "protocols": ["a2a"]}}
+    walk = "tooldns:dense:4:global"
+    both = EvalScenario.model_validate({**base, "name": "both", "taxonomy": tx,
+                                        "methods": ["flat:dense", walk, walk + "@plain"]})
+    result = run_eval(both, tmp_path / "both")
+    plain = EvalScenario.model_validate({
+        **base, "name": "plain", "methods": [walk],
+        "taxonomy": {**tx, "routing_log": {"per_tool": 0, "test_fraction": 0.4}}})
+    run_eval(plain, tmp_path / "plain")
+    rows = pd.read_csv(tmp_path / "both" / "per_query.csv", keep_default_na=False)
+    alone = pd.read_csv(tmp_path / "plain" / "per_query.csv", keep_default_na=False)
+    mine = rows[rows.method == walk + "@plain"].set_index("query")
+    assert len(mine) == len(alone) > 20
+    assert (mine.returned == alone.set_index("query").returned.loc[mine.index]).all()
+    paired = pd.read_csv(tmp_path / "both" / "paired.csv").set_index(["method", "baseline"])
+    learned = rows[rows.method == walk].set_index("query").recall_k
+    diff = (learned - mine.recall_k.loc[learned.index]).mean()
+    assert paired.loc[(walk, walk + "@plain"), "recall_k"] == pytest.approx(diff)
+    assert (walk + "@plain", "flat:dense") in paired.index
+    grids = eval_grids(result["summary"], result["paired"], 10, "t")
+    assert grids[0].title.startswith("each method minus flat:dense")  # the answer first
+    assert grids[1].title.startswith("learned routing minus plain routing")

@@ -118,7 +118,9 @@ def _until_up(proc: subprocess.Popen, seconds: float = 120) -> list[str]:
 
 def test_netem_in_the_vm_agrees_with_simpy(vm_ok, tooldns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     proc = tooldns("run", str(SCENARIO), "--vm", "--out", str(tmp_path / "vm"))
-    out, err = proc.communicate(timeout=600)
+    # ~3 min idle on TCG; beside stress-ng --cpu 2 on 2 cores, ~8 min (the guest's own
+    # bound, --vm-timeout, is 30 min)
+    out, err = proc.communicate(timeout=1500)
     assert proc.returncode == 0, err[-3000:]
     assert "by the kernel's netem qdisc" in out
     summary = json.loads((tmp_path / "vm" / "summary.json").read_text())
@@ -136,13 +138,13 @@ def test_netem_in_the_vm_agrees_with_simpy(vm_ok, tooldns, tmp_path: Path) -> No
     # of its links (without netem the guest would answer in a few ms; user-space delays are
     # refused by netem=require). Queries answered from the resolver's cache cross the
     # agent's link only: their excess over the model is the guest's node code, which an
-    # emulated CPU (TCG) runs ~15x slower (about 9 ms a query here), never a second link
-    # delay (50 ms each way)
+    # emulated CPU (TCG) runs ~15x slower (about 9 ms a query idle, more on a busy host),
+    # never a second link delay (another 100 ms a round trip)
     ratio = vm.latency_ms.to_numpy() / sim.latency_ms.to_numpy()
     assert (ratio >= 0.99).all(), ratio
     cached = (sim.round_trips == 0).to_numpy()
     excess = vm.latency_ms.to_numpy()[cached] - sim.latency_ms.to_numpy()[cached]
-    assert cached.any() and pd.Series(excess).median() < 30.0, excess
+    assert cached.any() and pd.Series(excess).median() < 50.0, excess
     assert not _qemus(proc.pid)
 
 

@@ -106,12 +106,30 @@ def test_static_busybox_is_told_from_a_dynamic_executable() -> None:
 def test_job_script_quotes_every_path_and_argument(tmp_path: Path) -> None:
     odd = tmp_path / "it's a $dir"
     argv = [sys.executable, "-m", "sim.cli", "run", str(odd / "s.yaml"), "--set", "a.b='x y'"]
-    script = job_script(argv, odd / "out", odd, {"HOME": "/root", "COLUMNS": "80"})
+    script = job_script(argv, odd / "out", odd, {"HOME": "/root", "COLUMNS": "80"}, "tcg")
     exec_line = next(line for line in script.splitlines() if line.startswith("exec "))
     assert shlex.split(exec_line)[1:] == argv
     assert shlex.quote(str(odd / "out")) in script
     for text in (script, GUEST_SH, INIT):  # every script parses
         subprocess.run(["sh", "-n"], input=text.encode(), check=True)
+
+
+def test_an_emulated_cpu_gets_longer_mininet_phases(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guest's command knows its accelerator; on TCG (Python ~15x slower, more when the
+    host is busy) the Mininet engine's per-phase timeout grows by the same factor, so a host
+    agent's start is not mistaken for a hang (a CI failure beside stress-ng)."""
+    from sim.engines import mininet
+
+    for accel in ("kvm", "tcg"):
+        script = job_script(["true"], tmp_path / "out", tmp_path, {}, accel)
+        assert f"export TOOLDNS_VM={accel}" in script.splitlines()
+    monkeypatch.delenv("TOOLDNS_VM", raising=False)
+    assert mininet.command_timeout() == mininet.COMMAND_TIMEOUT
+    monkeypatch.setenv("TOOLDNS_VM", "kvm")
+    assert mininet.command_timeout() == mininet.COMMAND_TIMEOUT
+    monkeypatch.setenv("TOOLDNS_VM", "tcg")
+    assert mininet.command_timeout() == mininet.COMMAND_TIMEOUT * mininet.EMULATED_CPU_FACTOR
 
 
 # ------------------------------------------------------------------ issue 45: the VM boundary
