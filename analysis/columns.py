@@ -135,7 +135,11 @@ SUMMARY_KEYS = (
     _f("phases", "", "per scheme: a list with one entry per workload phase (the metrics "
        "below)", "workload.phases > 1"),
     _f("replay", "", "per scheme: completed queries, warm_time_s, end_time_s, lost_packets, "
-       "schedule_error_ms (and dot_opened/dot_closed with DNS over TLS)"),
+       "schedule_error_ms (and dot_opened/dot_closed with DNS over TLS); on live, Ray and "
+       "Mininet a `fidelity` block: hops timed, per-hop excess over the model (median, p95, "
+       "ms), the modelled hop, the busiest host process's CPU share, the tolerance, `within` "
+       "and `why` (`sim/engines/fidelity.py`; the console prints it as one line, the report "
+       "marks a run that is not within it)"),
     _f("provenance", "", "tooldns version, git commit, python, compiled modules (`tooldns "
        "compile`; else `[]`), platform, host, times, argv (not deterministic)"),
     _f("trust", "", "rogue_tools and per scheme policy, rogue_returned, queries_with_rogue, "
