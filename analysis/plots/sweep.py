@@ -43,10 +43,6 @@ from analysis.titles import sweep_title
 
 STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-#: a scheme whose values are this many times another's gets a panel of its own
-DWARF = 5.0
-
-
 def _positions(values: pd.Series) -> tuple[pd.Series, list, bool]:
     """x positions of an axis's values: the values if all numeric, else their rank in order
     of first appearance (grid order); returns positions, tick values, numeric."""
@@ -61,21 +57,6 @@ def is_share(metric: str) -> bool:
     """A share (success, hit@K ...): unitless and formatted as a percentage."""
     m = METRICS[metric]
     return not m.unit and "%" in m.fmt
-
-
-def scale_groups(values: dict[str, float], ratio: float = DWARF) -> list[list[str]]:
-    """Schemes split in two at the widest gap between their largest values, when the gap
-    is ``ratio`` or more (registries that dwarf ToolDNS get a panel of their own); one
-    group otherwise. Groups keep the order of ``values``."""
-    finite = sorted((v, s) for s, v in values.items() if np.isfinite(v))
-    if len(finite) < 2 or finite[0][0] <= 0:  # a ratio to zero says nothing
-        return [list(values)]
-    gaps = [finite[i + 1][0] / finite[i][0] for i in range(len(finite) - 1)]
-    cut = int(np.argmax(gaps))
-    if gaps[cut] < ratio:
-        return [list(values)]
-    large = {s for _, s in finite[cut + 1:]}
-    return [[s for s in values if s not in large], [s for s in values if s in large]]
 
 
 def coinciding(same: dict[str, str], scheme_of: dict[str, str]) -> list[str]:
@@ -96,16 +77,11 @@ Panel = tuple[str, list[str], str]  # metric, schemes, note
 
 
 def panels(table: pd.DataFrame, metrics: Sequence[str]) -> list[Panel]:
-    """A panel per metric, or one per scale group where some schemes dwarf the others."""
-    out: list[Panel] = []
-    for metric in metrics:
-        peaks = {str(s): float(v) for s, v in
-                 table.groupby("scheme", sort=False)[metric].max().items()}
-        groups = [list(peaks)] if is_share(metric) else scale_groups(peaks)
-        for g in groups:
-            note = f"{', '.join(g)} (own scale)" if len(groups) > 1 and g != groups[0] else ""
-            out.append((metric, g, note))
-    return out
+    """A panel per metric with every scheme on its one axis: schemes are compared on the
+    same scale (a log axis when the values span a decade, so a registry 200x a walk and
+    the walk's own change along the grid both show)."""
+    schemes = [str(s) for s in pd.unique(table["scheme"])] if "scheme" in table else []
+    return [(metric, schemes, "") for metric in metrics]
 
 
 def sweep_figure(table: pd.DataFrame, axis: str, grid: dict[str, list] | Sequence[str],
@@ -115,8 +91,8 @@ def sweep_figure(table: pd.DataFrame, axis: str, grid: dict[str, list] | Sequenc
     ``table`` records) against grid ``axis``: a line per scheme and combination of the
     other grid axes (their mean when there are more than ``max_lines`` combinations).
     Shares run from 0 to 100 %, other metrics from 0 or on a log axis when they span a
-    decade; schemes that dwarf the others (by 5x) get a panel of their own; lines that
-    coincide with an earlier one are dashed and named in the panel."""
+    decade; every scheme shares its metric's axis; lines that coincide with an earlier one
+    are drawn wide and named in the panel."""
     others = [a for a in grid if a != axis and a in table.columns]
     names = axis_names([axis, *others])
     shown = panels(table, recorded(table) if metrics is None else

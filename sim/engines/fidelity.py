@@ -98,21 +98,28 @@ class HopModel:
             for step in walk.steps:
                 if step.rtt is None:  # timed out: no round trip
                     continue
+                rtt = self._rtt(resolver, step.server[0])
+                if rtt is None:
+                    continue
                 work = (self.server_semantic if step.with_intent
                         and self.server_semantic is not None else self.server)
-                into.add(step.rtt, self._rtt(resolver, step.server[0]) + work)
+                into.add(step.rtt, rtt + work)
 
     def calls(self, agent: str, registry: str, result: RegistryResult, into: HopTimes) -> None:
         """Every answered HTTP call of ``result`` (agent ``agent`` to ``registry``)."""
+        rtt = self._rtt(agent, registry)
         for step in result.steps:
-            if step.rtt is None:
+            if step.rtt is None or rtt is None:
                 continue
             work = self.server + (self.registry if step.call in SEARCH_CALLS else 0.0)
-            into.add(step.rtt, self._rtt(agent, registry) + work)
+            into.add(step.rtt, rtt + work)
 
-    def _rtt(self, src: str, dst: str) -> float:
-        """The path model's median round trip between ``src`` and ``dst`` (seconds)."""
-        a, b = self.role_of[src], self.role_of[dst]
+    def _rtt(self, src: str, dst: str) -> float | None:
+        """The path model's median round trip between ``src`` and ``dst`` (seconds); None
+        for an address the plan does not place (nothing to compare with)."""
+        a, b = self.role_of.get(src), self.role_of.get(dst)
+        if a is None or b is None:
+            return None
         rtt = self._rtts.get((a, b))
         if rtt is None:
             rng = np.random.default_rng(0)  # the same model median in every process

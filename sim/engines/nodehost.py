@@ -377,9 +377,8 @@ class NodeHost:
         assert isinstance(job, Job)  # the tag replay() asked with
         part, hops = self.part, self.out.hop_times
         if hops is not None and part.registry_endpoint is not None:
-            registry = part.registry_endpoint[0]
-            if registry in part.role_of:
-                self.model.calls(part.agent_order[job.agent], registry, result, hops)
+            self.model.calls(part.agent_order[job.agent], part.registry_endpoint[0], result,
+                             hops)
         self._done(job, result)
 
     def _ask(self, job: Job) -> None:

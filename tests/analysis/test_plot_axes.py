@@ -1,6 +1,6 @@
 """Sweep tables and figure axes: readable point names, pivots, tables split to fit a page,
-per-metric axes (shares 0-100 %, labelled log ticks, zero-based linear), registries on a
-panel of their own, coinciding curves named, TTL expiry and phase starts on time plots."""
+per-metric axes (shares 0-100 %, labelled log ticks, zero-based linear), every scheme on
+its metric's one axis, coinciding curves named, TTL expiry and phase starts on time plots."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 from analysis.pivot import axis_names, metric_pivot, point_names, split_columns, width
 from analysis.plots import run as plots
 from analysis.plots.style import new_figure, value_axis
-from analysis.plots.sweep import panels, scale_groups, sweep_figure
+from analysis.plots.sweep import panels, sweep_figure
 
 GRID = {"namespace.branching": [2, 8], "namespace.depth": [1, 3]}
 
@@ -82,19 +82,24 @@ def test_latency_cdf_ticks_and_coinciding_curves() -> None:
     assert legend == ["K=3", "K=1 (same as K=3)", "other"]
 
 
-def test_registries_get_their_own_panel() -> None:
-    assert scale_groups({"k1": 246.0, "k3": 30.0, "agentdns": 6000.0}) == [
-        ["k1", "k3"], ["agentdns"]]
-    assert scale_groups({"k1": 1.0, "k3": 2.0}) == [["k1", "k3"]]
+def test_schemes_share_one_axis_per_metric() -> None:
+    """A registry 200x a walk is drawn on the walk's axis (log, since the values span a
+    decade), not on a panel of its own: the comparison is read off one scale."""
     table = _table()
     shown = panels(table, ["mean_tools_examined", "hit_at_k"])
-    assert shown == [("mean_tools_examined", ["k1", "k3"], ""),
-                     ("mean_tools_examined", ["agentdns"], "agentdns (own scale)"),
+    assert shown == [("mean_tools_examined", ["k1", "k3", "agentdns"], ""),
                      ("hit_at_k", ["k1", "k3", "agentdns"], "")]
     fig = sweep_figure(table, "namespace.depth", GRID,
                        metrics=["mean_tools_examined", "hit_at_k"])
-    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
-    assert any("agentdns (own scale)" in t for t in titles)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 2
+    examined = axes[0]
+    assert examined.get_yscale() == "log"
+    lo, hi = examined.get_ylim()
+    assert lo <= 26 and hi >= 6000  # the walk's 26-48 items and the registry's 6,000
+    assert {ln.get_label().split(",")[0] for ln in examined.get_lines()} == {
+        "k1", "k3", "agentdns"}
+    titles = [ax.get_title() for ax in axes]
     assert any("k3 = k1" in t for t in titles)  # K=3 lies on K=1 in every panel
 
 

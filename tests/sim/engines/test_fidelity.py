@@ -50,6 +50,10 @@ def test_a_hop_is_measured_against_the_path_round_trip_and_the_modelled_processi
     plain = HopTimes()
     model.walks("10.0.0.1", [_walk(0.0205, intent=False)], plain)  # 50 µs for a plain one
     assert plain.excess == pytest.approx([0.00045])
+    unplaced = _walk(0.02)
+    unplaced.steps[0].server = ("192.0.2.9", 53)  # an address the plan does not place
+    model.walks("10.0.0.1", [unplaced], plain)
+    assert plain.hops == 1
 
 
 def test_the_verdict_names_what_is_beyond_the_tolerance() -> None:
