@@ -212,7 +212,8 @@ INTERVAL_TABLE = (
 )
 EVAL_PAIRED = (
     _f("method", "", "retrieval method"),
-    _f("baseline", "", "the method subtracted (the first of the file)"),
+    _f("baseline", "", "the method subtracted (the first of the file; for a walk with a "
+       "`…@plain` variant, also that variant: learned minus plain routing)"),
     _f("queries", "", "queries both answered"),
     _f("examined_frac", "", "the method's mean share of the query's pool scored"),
     _f("<metric>", "", "mean difference method - baseline over the queries (hit1_tool, "

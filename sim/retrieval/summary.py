@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from sim.evalspec import PLAIN
+from sim.evalspec import variant
 
 METRICS = ("hit1_cat", "hitk_cat", "hit1_tool", "hitk_tool", "recall_k", "rr", "examined",
            "examined_frac", "examined_frac_all", "tokens", "time_ms", "disc_acc")
@@ -43,8 +43,8 @@ def paired_methods(df: pd.DataFrame, baseline: str | None = None) -> pd.DataFram
         return pd.DataFrame()
     baseline = baseline or methods[0]
     rows = [_pair(df, method, baseline) for method in methods if method != baseline]
-    rows += [_pair(df, method[:-len(PLAIN)], method) for method in methods
-             if method.endswith(PLAIN) and method[:-len(PLAIN)] in methods]
+    rows += [_pair(df, learned, method) for method in methods
+             for learned, plain in [variant(method)] if plain and learned in methods]
     return pd.DataFrame(rows)
 
 

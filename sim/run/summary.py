@@ -43,10 +43,10 @@ def replay_summary(output: EngineOutput, dot: bool) -> dict:
     discoveries completed; with DNS over TLS, the resolvers' connections opened, closed."""
     errors = _error_stats(output.schedule_error)
     replay: dict[str, object] = {"schedule_error_ms": errors,
-              "warm_time_s": round(output.warm_time, 9),
-              "end_time_s": round(output.end_time, 9),
-              "lost_packets": output.lost,
-              "completed": output.completed()}
+                                 "warm_time_s": round(output.warm_time, 9),
+                                 "end_time_s": round(output.end_time, 9),
+                                 "lost_packets": output.lost,
+                                 "completed": output.completed()}
     if output.link_emulation is not None:
         replay["link_emulation"] = output.link_emulation
     if output.model_loads is not None:
