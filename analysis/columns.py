@@ -61,6 +61,10 @@ RECORDS = (
     _f("hit_at_1", "bool", "the first answer is a ground-truth tool"),
     _f("hit_at_k", "bool", "a ground-truth tool is among the answers"),
     _f("tools_examined", "items", "items scored for the query C(q)"),
+    _f("encodings", "encodings", "intent encodings for the query: ranking passes by a server, "
+       "a registry search or an ANS client (one with send_embedding: the resolver's)"),
+    _f("compute_ns", "ns", "search compute for the query under the search compute model "
+       "(nodes.searchcost: encode per encoding plus per-item cost per item scored)"),
     _f("round_trips", "round trips", "sequential upstream round trips"),
     _f("exchanges", "exchanges", "upstream request/response exchanges"),
     _f("stub_attempts", "attempts", "tries of the agent's stub towards its resolver"),

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from nodes.searchcost import cost_of
+
 
 def _us(seconds: float | None) -> str:
     if seconds is None:
@@ -24,19 +26,31 @@ def _us(seconds: float | None) -> str:
     return f"{seconds * 1e3:g} ms" if seconds < 1 else f"{seconds:g} s"
 
 
+def _model(scorer: str) -> str:
+    cost = cost_of(scorer)
+    return (f"the search compute model ({scorer}: {_us(cost.encode)} + "
+            f"{cost.per_item * 1e9:g} ns per item scored, nodes.searchcost)")
+
+
 def processing_line(scenario: Mapping[str, Any]) -> str:
     """Per-message processing of the nodes and the registry's search time."""
     p = (scenario.get("network") or {}).get("processing") or {}
-    registry = p.get("registry", 0.0)
-    search = (f"registry search {_us(registry)} per search" if registry else
+    scorer = (scenario.get("namespace") or {}).get("scorer", "bm25")
+    registry = p.get("registry", "index")
+    search = ("registry search by " + _model(scorer) + " over the items it scores (ANS's "
+              "client ranks its lists: counted in compute ms, not in latency)"
+              if registry == "index" else
+              f"registry search {_us(registry)} per search" if registry else
               "registry search 0 s (not modelled: a registry answers a search at once, "
               "whatever its catalogue's size)")
     if p.get("model") == "calibrated":
         return ("processing: calibrated (each node kind's handling measured on this machine "
                 f"by a pre-run: summary.json calibrated_processing_s); {search}")
-    semantic = p.get("server_semantic")
+    semantic = p.get("server_semantic", "index")
+    with_intent = ("plus the same model over its zone's items" if semantic == "index" else
+                   _us(semantic) if semantic is not None else "the same")
     return (f"processing: fixed, server {_us(p.get('server', 50e-6))} per message"
-            f" ({_us(semantic) if semantic is not None else 'the same'} with an intent), "
+            f" ({with_intent} with an intent), "
             f"resolver {_us(p.get('resolver', 20e-6))}, agent {_us(p.get('agent', 0.0))}; "
             f"{search}")
 
@@ -74,14 +88,20 @@ def transport_line(scenario: Mapping[str, Any]) -> str:
 
 
 def knowledge_line(scenario: Mapping[str, Any]) -> str | None:
-    """What the DNS side knows that the registry does not (a routing query log)."""
+    """What the DNS side knows that a registry may not (a routing query log)."""
     tx = (scenario.get("namespace") or {}).get("taxonomy") or {}
     log = tx.get("routing_log")
-    if log:
-        return (f"knowledge: ToolDNS zones route with a query log ({log.get('per_tool')} "
-                f"logged queries per tool, {1 - log.get('test_fraction', 0.4):.0%} of the "
-                f"queries); registries index tool descriptions only")
-    return None
+    if not log:
+        return None
+    http = [s for s in scenario.get("schemes") or [] if "upstream" not in s]
+    given = [s["name"] for s in http if s.get("index") == "log"]
+    denied = [s["name"] for s in http if s.get("index") != "log"]
+    registries = "; ".join(
+        ([f"{', '.join(given)} index the same log (pseudo-documents)"] if given else [])
+        + ([f"{', '.join(denied)} index tool descriptions only"] if denied else []))
+    return (f"knowledge: ToolDNS zones route with a query log ({log.get('per_tool')} "
+            f"logged queries per tool, {1 - log.get('test_fraction', 0.4):.0%} of the "
+            f"queries)" + (f"; {registries}" if registries else ""))
 
 
 def conditions(scenario: Mapping[str, Any]) -> list[str]:

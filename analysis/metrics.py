@@ -40,6 +40,7 @@ class Fold:
     kind: FoldKind
     term: Callable[[Row], Any] | None = None
     q: float | None = None
+    scale: float = 1.0  # a mean's unit (the term's unit times this)
 
     def __post_init__(self) -> None:
         needs_term = self.kind in ("mean", "min", "max", "space")
@@ -63,7 +64,7 @@ class Fold:
         assert term is not None
         column = term(g)
         if kind == "mean":
-            return float(column.mean())
+            return float(column.mean()) * self.scale
         if kind == "min":
             return float(column.min())
         if kind == "max":
@@ -167,6 +168,13 @@ _ALL = (
     Metric("mean_tools_examined", "C(q)", "items", "{:.1f}",
            "mean items scored per query C(q)", axis="items examined C(q)",
            fold=_mean("tools_examined"), digits=3),
+    Metric("mean_encodings", "encodings", "encodings", "{:.2f}",
+           "mean intent encodings per query (ranking passes; embeddings with a dense "
+           "scorer)", fold=_mean("encodings"), digits=3),
+    Metric("mean_compute_ms", "compute ms", "ms", "{:.3f}",
+           "mean search compute per query under the search compute model "
+           "(nodes.searchcost: encodings and items scored)", axis="search compute (ms)",
+           fold=Fold("mean", _col("compute_ns"), scale=1e-6), digits=6),
     Metric("search_space_reduction", "search space saved", "", "{:.1%}",
            "1 - mean C(q) / tools in the namespace (null: no tools)",
            fold=Fold("space", _col("tools_examined")),
@@ -228,7 +236,8 @@ NOTE = ("per query; no upstream = answered from the resolver's caches alone; ups
         "of the successful queries; RTTs = sequential round trips (ToolDNS: "
         "resolver↔servers; registries: TCP/TLS handshakes + HTTP calls); bytes/packets at "
         "the IP layer incl. the agent↔resolver exchange; C(q) = items scored (servers, "
-        "registry, ANS client)")
+        "registry, ANS client); compute = the search compute model's time for the "
+        "query's ranking passes (nodes.searchcost)")
 
 #: every metric by key
 METRICS: dict[str, Metric] = {m.key: m for m in _ALL}
@@ -237,12 +246,13 @@ METRICS: dict[str, Metric] = {m.key: m for m in _ALL}
 SUMMARY = ("queries", "success", "hit_at_1", "hit_at_k", "answered_without_upstream",
            "mean_upstream_queries", "mean_round_trips", "mean_latency_ms",
            "median_latency_ms", "p95_latency_ms", "mean_bytes_up", "mean_bytes_down",
-           "mean_packets", "mean_tools_examined", "search_space_reduction", "any_cache_hit")
+           "mean_packets", "mean_tools_examined", "mean_encodings", "mean_compute_ms",
+           "search_space_reduction", "any_cache_hit")
 #: the comparison table per scheme (console, reports, sweep report); any_cache_hit is left
 #: out: nearly every walk hits some cache, so it hides the effect answered_without_upstream
 #: shows
 SCHEME_TABLE = tuple(k for k in SUMMARY if k not in ("search_space_reduction",
-                                                     "any_cache_hit"))
+                                                     "any_cache_hit", "mean_encodings"))
 #: per (scheme, phase) aggregates: summary.json "phases" and analysis.results.per_phase
 PHASE = ("queries", "success", "hit_at_k", "answered_without_upstream",
          "mean_upstream_queries", "mean_round_trips", "mean_latency_ms", "median_latency_ms",

@@ -19,6 +19,13 @@ Run
     python3 benchmarks/golden.py --only quickstart faults --skip retrieval
     python3 benchmarks/golden.py --compiled    # the same, compiled by mypyc (sim.compiled)
     python3 benchmarks/golden.py --code DIR    # the code in DIR (`tooldns compile --out DIR`)
+    python3 benchmarks/golden.py --as-before   # a model change's code alone: see below
+
+``--as-before`` checks that a change which adds to the model changes nothing else: the
+processing values that became ``index`` by default (the search compute model) run as
+their earlier defaults (``server_semantic: null``, ``registry: 0``), and the records'
+columns added with it (:data:`ADDED`, :data:`ADDED_SUMMARY`) are left out of ``results.csv``
+and ``summary.json`` before hashing, so the digests recorded before the change still apply.
 
 A scenario without a recorded digest is named and not run (unless ``--only`` names it).
 """
@@ -26,6 +33,7 @@ A scenario without a recorded digest is named and not run (unless ``--only`` nam
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
 import json
 import sys
@@ -46,6 +54,10 @@ from sim.scenario import Scenario  # noqa: E402
 
 GOLDEN = ROOT / "benchmarks" / "golden.json"
 FILES = ("results.csv", "nodes.csv", "summary.json")
+#: records columns added since the digests' model (``--as-before`` leaves them out)
+ADDED = ("encodings", "compute_ns")
+#: ... and the summary's metrics of them
+ADDED_SUMMARY = ("mean_encodings", "mean_compute_ms")
 
 #: Larger synthetic runs than the shipped files: deep trees, no caches, replicas, loss.
 EXTRA = {
@@ -84,6 +96,41 @@ def _fixed(sc: Scenario) -> Scenario:
         return sc
     network = sc.network.model_copy(update={"processing": type(sc.network.processing)()})
     return sc.model_copy(update={"network": network})
+
+
+def _as_before(sc: Scenario) -> Scenario:
+    """The search compute model's ``index`` defaults as the values they replaced."""
+    p = sc.network.processing
+    update: dict[str, object] = {}
+    if p.server_semantic == "index":
+        update["server_semantic"] = None
+    if p.registry == "index":
+        update["registry"] = 0.0
+    network = sc.network.model_copy(update={"processing": p.model_copy(update=update)})
+    return sc.model_copy(update={"network": network})
+
+
+def _without_added(folder: Path) -> None:
+    """Drop :data:`ADDED` from ``results.csv`` (the rest of each line kept as written) and
+    from the summary's per-scheme blocks."""
+    path = folder / "results.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    keep = [i for i, c in enumerate(rows[0]) if c not in ADDED]
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerows([r[i] for i in keep] for r in rows)
+    summary = folder / "summary.json"
+    data = json.loads(summary.read_text())
+
+    def strip(node: object) -> object:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k not in ADDED_SUMMARY}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    summary.write_text(json.dumps(strip(data), indent=2))
 
 
 def _one_process(sc: Scenario) -> Scenario:
@@ -148,6 +195,8 @@ def main() -> int:
     p.add_argument("--skip", nargs="+", help="skip cases whose name contains one of these")
     p.add_argument("--code", type=Path, help="run with the packages in this folder (a "
                    "compiled copy from `tooldns compile --out DIR`, or any checkout)")
+    p.add_argument("--as-before", action="store_true", help="run the search compute model's "
+                   "defaults as the values they replaced and leave its columns out")
     p.add_argument("--compiled", action="store_true", help="build a compiled copy of this "
                    "tree in a temporary folder (mypyc, ~1 min) and check with it")
     args = p.parse_args()
@@ -173,7 +222,9 @@ def main() -> int:
             continue
         t = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
-            run_scenario(sc, out_dir=tmp)
+            run_scenario(_as_before(sc) if args.as_before else sc, out_dir=tmp)
+            if args.as_before:
+                _without_added(Path(tmp))
             got = digest(Path(tmp))
         took = time.perf_counter() - t
         if args.record:

@@ -64,20 +64,23 @@ class ProcessingSpec(Spec):
     model: Literal["fixed", "calibrated"] = Field(
         default="fixed", description="fixed: the values below; calibrated: measured here")
     server: Seconds = Field(default=50e-6, description="seconds per message at a server")
-    server_semantic: Seconds | None = Field(
-        default=None, description="seconds per query carrying the intent option (ranking; with a "
-        "dense scorer, embedding the intent); null = as server")
+    server_semantic: Literal["index"] | Seconds | None = Field(
+        default="index", description="seconds per query carrying the intent option (ranking; "
+        "with a dense scorer, embedding the intent); index: server plus the search compute "
+        "model's cost of ranking the server's items (nodes.searchcost, per scorer; its zone's "
+        "children or tools, the most of any zone it serves); null = as server")
     resolver_stub: Seconds | None = Field(
         default=None, description="seconds per agent query at a resolver (it may embed the "
         "intent); null = as resolver")
     resolver: Seconds = Field(default=20e-6, description="seconds per message at a resolver")
     agent: Seconds = Field(default=0.0, description="seconds per message at an agent")
-    registry: Seconds = Field(default=0.0, description="seconds a registry spends searching before "
-                              "it answers a search request (AgentDNS's discovery search, "
-                              "ANS's agent listing; not resolve, OCSP or capability lists): "
-                              "modelled, e.g. embedding or LLM search; searches run "
-                              "concurrently, so they do not queue behind each other; the "
-                              "live engine waits it without blocking; added to server")
+    registry: Literal["index"] | Seconds = Field(
+        default="index", description="seconds a registry spends searching before it answers a "
+        "search request (AgentDNS's discovery search, ANS's agent listing; not resolve, OCSP "
+        "or capability lists), or index: the search compute model's cost of ranking the "
+        "items the search scores (nodes.searchcost, per scorer; ANS's listing ranks nothing, "
+        "its client ranks); searches run concurrently, so they do not queue behind each "
+        "other; the live engine waits it without blocking; added to server")
 
 
 class RogueSpec(Spec):
@@ -485,6 +488,15 @@ class Scenario(Spec):
             if isinstance(s, DnsScheme) and s.send_embedding and self.namespace.scorer != "dense":
                 raise ValueError(f"schemes: scheme {i} ({s.name}): send_embedding needs "
                                  f"namespace.scorer: dense")
+            if isinstance(s, RegistryScheme) and s.index == "log":
+                tx = self.namespace.taxonomy
+                if s.kind != "agentdns":
+                    raise ValueError(f"schemes: scheme {i} ({s.name}): index: log is an "
+                                     f"AgentDNS search index ({s.kind} does not search)")
+                if tx is None or tx.routing_log is None or self.namespace.scorer != "dense":
+                    raise ValueError(f"schemes: scheme {i} ({s.name}): index: log needs a "
+                                     f"query log (namespace.taxonomy.routing_log, "
+                                     f"centroids: true) and namespace.scorer: dense")
         return self
 
     @model_validator(mode="after")

@@ -161,6 +161,11 @@ class RegistryScheme(_Scheme):
                              "certificate (cached)")
     replicas: int = Field(default=1, ge=1, le=8, description="registries: replicas behind one name "
                           "(clients fail over)")
+    index: Literal["descriptions", "log"] = Field(
+        default="descriptions", description="agentdns: what the registry indexes: the "
+        "tools' descriptions, or log: each tool's pseudo-document (description plus its "
+        "logged queries: the query log ToolDNS's learned centroids route with; needs "
+        "namespace.taxonomy.routing_log and the dense scorer)")
     answer_cache: WholeSeconds = Field(
         default=0, description="seconds each agent keeps a search's answer, keyed on the "
         "intent, service and K, and answers a repeated intent from it without a request "

@@ -9,10 +9,12 @@ tree) and :mod:`topologies.rogue` (a rogue publisher's look-alikes).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar, overload
+from typing import Any, TypeVar, overload
 
+from nodes.dns.wire import SERVICES
 from nodes.dns.zone import Delegation, ServerRef, ToolRecord, Ttls, ZoneData
 
 ROOT = "."
@@ -78,6 +80,9 @@ class Namespace:
     queries: Sequence[Query]  # a list, or a synthetic namespace's DrawnQueries
     origin: str = ""
     rogue: set[str] = field(default_factory=set)  # ids of a rogue publisher's tools
+    # learned routing's pseudo-document vectors (tool ids in sorted order, one unit row
+    # each: description plus logged queries), kept for a registry given the same log
+    pseudo_documents: tuple[list[str], Any] | None = None
 
     # ---------------------------------------------------------------- structure
 
@@ -108,6 +113,20 @@ class Namespace:
                 out[z] |= services
         out[ROOT] = set(out[TLD])
         return {z: frozenset(s) for z, s in out.items()}
+
+    def scored_items(self) -> dict[tuple[str, str], int]:
+        """Items a server scores for (zone, service) in one ranking pass: the eligible
+        children, or the leaf's tools of the service."""
+        below = self.services_below()
+        out: dict[tuple[str, str], int] = {}
+        for zone, node in self.zones.items():
+            if node.children:
+                counts = Counter(s for c in node.children for s in below[c])
+            else:
+                counts = Counter(self.tools[t].service for t in node.tools)
+            for service in SERVICES:
+                out[zone, service] = counts[service]
+        return out
 
     def target_ids(self) -> TargetIds:
         """``{tool.target: tool.id}`` for every tool, built per zone on demand."""

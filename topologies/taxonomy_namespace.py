@@ -99,4 +99,5 @@ def taxonomy_namespace(tx: TaxonomyOptions, rows: Sequence[Row], queries: Sequen
         learned = (pseudo_vectors(ns, enc, log, tx.routing_log.per_tool)
                    if tx.routing_log is not None else None)
         add_centroids(ns, enc, learned)
+        ns.pseudo_documents = learned
     return ns

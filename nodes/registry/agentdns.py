@@ -171,6 +171,7 @@ class AgentDNSRegistry(Routes):
                 return self._error(400, "protocol must be text")
             self.stats["search"] += 1
             found = self.catalogue.search(query, limit, protocol)
+            self.items_scored += self.catalogue.pool(protocol)
             return json_response(200, {"tools": [_agentdns_entry(t) for t in found],
                                        "total": len(found), "query": query}, self.server_name)
         if req.method == "GET" and path.startswith("/api/v1/discovery/resolve/"):

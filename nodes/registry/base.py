@@ -80,6 +80,22 @@ class Catalogue:
         self.tools.extend(new.values())
         self._index = None
 
+    def use_vectors(self, ids: Sequence[str], matrix: np.ndarray) -> None:
+        """Index the tools by given unit vectors (``ids[i]``'s row ``i``: e.g. pseudo-
+        documents of a query log) instead of their texts; needs a scorer that scores
+        vectors (dense)."""
+        vector_index = getattr(self.scorer, "vector_index", None)
+        if vector_index is None:
+            raise ValueError(f"the {self.scorer.name!r} scorer cannot score vectors")
+        row = {t: i for i, t in enumerate(ids)}
+        missing = [t.id for t in self.tools if t.id not in row]
+        if missing:
+            raise ValueError(f"no vector for {len(missing)} tools (e.g. {missing[0]})")
+        keys = [t.id for t in self.tools]
+        self._index = vector_index(keys, np.asarray([matrix[row[k]] for k in keys]))
+        services = np.asarray([t.service for t in self.tools])
+        self._by_service = {s: np.flatnonzero(services == s) for s in set(services)}
+
     def search(self, text: str, k: int, service: str | None) -> list[RegistryTool]:
         if self._index is None:
             self._index = self.scorer.index([t.id for t in self.tools],
@@ -92,6 +108,12 @@ class Catalogue:
     def examined(self, service: str | None) -> int:
         return len(self.tools) if service is None else sum(
             t.service == service for t in self.tools)
+
+    def pool(self, service: str | None) -> int:
+        """Items a search for ``service`` scored (after :meth:`search` built the index)."""
+        if service is None or self._index is None:
+            return len(self.tools)
+        return len(self._by_service.get(service, ()))
 
 
 class Routes:
@@ -109,6 +131,7 @@ class Routes:
 
     def __init__(self) -> None:
         self.stats: Counter[str] = Counter()
+        self.items_scored = 0
 
     def instance(self) -> Routes:
         """This application for one run, leaving this one as it is: counters at zero and
@@ -116,6 +139,7 @@ class Routes:
         only); what a subclass changes as it answers is copied by its override."""
         new = copy.copy(self)
         new.stats = Counter()
+        new.items_scored = 0
         catalogue = getattr(self, "catalogue", None)
         if isinstance(catalogue, Catalogue):
             new.catalogue = catalogue.instance()  # type: ignore[attr-defined]
@@ -125,6 +149,11 @@ class Routes:
         """Search requests answered so far (an engine compares it before and after a
         request to charge the modelled search time to searching requests only)."""
         return sum(self.stats[k] for k in self.search_routes)
+
+    def scored(self) -> int:
+        """Items the searches so far have scored (what a search compute model charges by;
+        not a ``stats`` key, so node records are as before)."""
+        return self.items_scored
 
     def _error(self, status: int, message: str,
                headers: Sequence[tuple[str, str]] = ()) -> Response:

@@ -13,9 +13,11 @@ from analysis.files import atomic_write
 from nodes.agent.session import DnsAgent
 from nodes.agent.stub import StubAgent
 from nodes.dns.dnssec import trust_anchor
+from nodes.dns.wire import SERVICES
 from nodes.dns.zone import Ttls
 from nodes.registry.client import RegistryAgent, RegistryConfig, registry_kind
 from nodes.resolver.config import ResolverConfig
+from nodes.searchcost import cost_of
 from sim.accounting import TcpModel, TlsSizes
 from sim.build.faults import FaultPlan, Nodes, build_fault_plan, registry_address
 from sim.build.hierarchy import Hierarchy, build_hierarchy, dot_setup
@@ -31,7 +33,7 @@ from sim.errors import ScenarioError
 from sim.scenario import Scenario
 from sim.schemes import DnsScheme, RegistryScheme, SchemeSpec, resolver_config
 from topologies.encoders import save_encoder_cache
-from topologies.namespace import Namespace
+from topologies.namespace import ROOT, Namespace
 
 if TYPE_CHECKING:
     from sim.build.churn import ChurnSchedule
@@ -84,11 +86,18 @@ def _config(sc: Scenario, scheme: SchemeSpec, ns: Namespace, anchor: str,
                            dns_port)
 
 
-def _processing(sc: Scenario, calibrated: Mapping[str, float]) -> dict[str, float | None]:
-    """The nodes' processing times (seconds; the plan's ``*_time`` fields): the scenario's
-    fixed values, with what calibration measured for this scheme in their place."""
+def _processing(sc: Scenario, calibrated: Mapping[str, float], hierarchy: Hierarchy,
+                ns: Namespace, embeds: bool = False) -> dict[str, object]:
+    """The nodes' processing times (the plan's ``*_time`` fields): the scenario's fixed
+    values, with what calibration measured for this scheme in their place; ``index``
+    values become the search compute model's costs (:mod:`nodes.searchcost`): per server
+    address (``semantic_times``: the most items any service has in its zone; the root
+    only refers to ``tools.``, ranking nothing) and per registry search
+    (``registry_cost``). ``embeds``: the resolver sends the intent's embedding, so it
+    encodes once per discovery (its agent queries) and the servers only score."""
     p = sc.network.processing
-    times: dict[str, float | None] = {
+    cost = cost_of(sc.namespace.scorer)
+    times: dict[str, object] = {
         "server_time": p.server, "server_semantic_time": p.server_semantic,
         "resolver_time": p.resolver, "resolver_stub_time": p.resolver_stub,
         "agent_time": p.agent, "registry_time": p.registry}
@@ -96,6 +105,18 @@ def _processing(sc: Scenario, calibrated: Mapping[str, float]) -> dict[str, floa
         if f"{kind}_time" not in times:
             raise ValueError(f"calibrated processing: unknown node kind {kind!r}")
         times[f"{kind}_time"] = value
+    if times["server_semantic_time"] == "index":
+        items = ns.scored_items()
+        times["server_semantic_time"] = None
+        encode = 0.0 if embeds else cost.encode
+        times["semantic_times"] = MappingProxyType({
+            ip: p.server + encode + cost.per_item * max(items.get((zone, s), 0) for s in SERVICES)
+            for ip, zone in hierarchy.zone_of.items() if zone != ROOT})  # the root refers
+        if embeds and times["resolver_stub_time"] is None:
+            times["resolver_stub_time"] = p.resolver + cost.encode
+    if times["registry_time"] == "index":
+        times["registry_time"] = 0.0
+        times["registry_cost"] = cost
     return times
 
 
@@ -159,7 +180,8 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: Sequence[Jo
         warm_services=(tuple(sorted({j.query.service for j in jobs}))
                        if dns is not None and dns.warm else ()),
         closed_loop=sc.workload.arrival.process == "closed",
-        **_processing(sc, options.calibrated),  # type: ignore[arg-type]
+        **_processing(sc, options.calibrated, hierarchy, ns,  # type: ignore[arg-type]
+                      embeds=dns is not None and dns.send_embedding),
         measure=options.measure, dns_port=dns_port,
         engine_options=MappingProxyType({"ray": sc.engine_options.ray,
                                          "mininet": sc.engine_options.mininet}),
@@ -173,7 +195,8 @@ def registry_agents(sc: Scenario, scheme: RegistryScheme, ns: Namespace, hierarc
                     ) -> tuple[RegistrySetup, TcpModel, TlsSizes | None, dict[str, RegistryAgent]]:
     """One registry for ``scheme`` and the HTTP agents that ask it (at the DNS agents'
     addresses), with the TCP model and (HTTPS) TLS sizes its accounting needs."""
-    setup = build_registry(scheme.kind, ns, hierarchy.scorer(), sc.seed, ttl=sc.caches.srv_ttl)
+    setup = build_registry(scheme.kind, ns, hierarchy.scorer(), sc.seed, ttl=sc.caches.srv_ttl,
+                           index=scheme.index)
     tls = (tls_sizes(setup.identity.cert_pem, setup.identity.key_pem, setup.ca.cert_pem)
            if scheme.tls else None)
     config = RegistryConfig(kind=registry_kind(scheme.kind), keepalive=scheme.keepalive,

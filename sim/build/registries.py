@@ -83,6 +83,7 @@ class RegistryInputs:
     ttl: int  # ANS: seconds a signed answer is valid
     tokens: Mapping[str, str] | None  # AgentDNS: configured token -> principal
     secret: bytes | None  # AgentDNS: key of the tokens it issues (None: from the seed)
+    index: str = "descriptions"  # AgentDNS: what it indexes (``log``: pseudo-documents)
 
 
 #: A registry application and the token issued to the run's agents ("" when none).
@@ -98,7 +99,13 @@ def agentdns_app(given: RegistryInputs) -> tuple[App, str]:
         secret = hashlib.sha256(f"agentdns-token-secret/{given.seed}".encode()).digest()
     store = TokenStore(secret, given.tokens)
     token = store.issue(RUN_AGENTS)
-    return AgentDNSRegistry(given.tools, given.scorer, tokens=store), token
+    app = AgentDNSRegistry(given.tools, given.scorer, tokens=store)
+    if given.index == "log":  # the query log ToolDNS's centroids learn from, given too
+        if given.ns.pseudo_documents is None:
+            raise ValueError("a registry index over the query log needs the namespace's "
+                             "learned routing (namespace.taxonomy.routing_log)")
+        app.catalogue.use_vectors(*given.ns.pseudo_documents)
+    return app, token
 
 
 def ans_app(given: RegistryInputs) -> tuple[App, str]:
@@ -139,14 +146,16 @@ def build_registry(kind: str, ns: Namespace, scorer: Scorer, seed: int,
                    address: str = REGISTRY_ADDRESS, port: int = REGISTRY_PORT,
                    ttl: int = 300, tokens: Mapping[str, str] | None = None,
                    secret: bytes | None = None, limits: Limits | None = None,
-                   max_connections: int = 1024) -> RegistrySetup:
+                   max_connections: int = 1024, index: str = "descriptions") -> RegistrySetup:
     """One registry of ``kind`` (a key of :data:`sim.catalog.registries.REGISTRIES`) for a
     run. AgentDNS ``tokens`` (token → ``org:NAME`` / ``agent:NAME``) are the operator's
     configured ones; ``secret`` keys the tokens the registry issues (None: derived from the
     seed like the run's PKI, so a simulated run is reproducible; give
     ``secrets.token_bytes(32)`` to a registry serving anyone else). The run's own agents
     get one issued token (``RegistrySetup.token``, the length the simulation has always
-    sent). ``limits`` and ``max_connections`` bound each registry connection."""
+    sent). ``limits`` and ``max_connections`` bound each registry connection. ``index``
+    (AgentDNS): ``log`` indexes each tool's pseudo-document of the namespace's query log
+    (:attr:`topologies.namespace.Namespace.pseudo_documents`) instead of its text."""
     entry = REGISTRIES.get(kind)
     if entry is None:
         raise ValueError(f"unknown registry kind {kind!r}")
@@ -154,7 +163,7 @@ def build_registry(kind: str, ns: Namespace, scorer: Scorer, seed: int,
     ca = make_ca(seed)
     identity = issue(ca, seed, REGISTRY_HOST, (address,))
     app, token = builder(RegistryInputs(ns, registry_tools(ns), scorer, seed, ca, identity, ttl,
-                                        tokens, secret))
+                                        tokens, secret, index))
     server = RegistryServer(app, name=kind, limits=limits, max_connections=max_connections)
     return RegistrySetup(kind, ca, identity, server, address, port, token, seed)
 

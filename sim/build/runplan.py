@@ -22,6 +22,7 @@ from nodes.agent.stub import StubResult
 from nodes.registry.client import RegistryAgent, RegistryResult
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Discovery
+from nodes.searchcost import SearchCost
 from sim.accounting import TcpModel, TlsSizes
 from sim.build.hierarchy import DotSetup, Hierarchy
 from sim.build.registries import RegistrySetup
@@ -146,6 +147,10 @@ class RunPlan:
     resolver_stub_time: float | None = None  # an agent's query at the resolver (None: as above)
     agent_time: float = 0.0
     registry_time: float = 0.0  # modelled search before each registry search answer (seconds)
+    # processing ``index`` (nodes.searchcost): a semantic query's time per server address, and
+    # the cost model a registry search is charged by (items it scored)
+    semantic_times: Mapping[str, float] | None = None
+    registry_cost: SearchCost | None = None
     measure: bool = False  # simpy only: time each node's work (output.measured; calibration)
     dns_port: int = 53
     engine_options: Mapping[str, Any] | None = None  # engine-specific settings by engine name

@@ -12,6 +12,7 @@ from nodes.agent.session import Session, SessionAgent, SessionConfig
 from nodes.agent.stub import StubAgent
 from nodes.registry.client import RegistryAgent, RegistryConfig, RegistryResult
 from nodes.resolver.types import Endpoint
+from nodes.searchcost import cost_of
 from sim.accounting import TcpModel, http_cost
 from sim.build.hierarchy import Hierarchy
 from sim.build.network import Network
@@ -124,7 +125,10 @@ def _registry_fallback(sc: Scenario, ns: Namespace, hierarchy: Hierarchy, networ
                                RegistryConfig(kind="agentdns", token=setup.token,
                                               timeout=sc.agents.timeout), name=ip)
         rtt = network.path.rtt_estimate(network.role_of[ip], "registry:0")
-        busy = sc.network.processing.server + sc.network.processing.registry
+        search = sc.network.processing.registry  # ``index``: the whole catalogue ranked
+        busy = sc.network.processing.server + (
+            cost_of(sc.namespace.scorer).seconds(len(ns.tools)) if search == "index"
+            else search)
         return RegistryFallback(client, setup.server, rtt, busy, cost, url_tool, ip)
 
     return fallback

@@ -26,6 +26,7 @@ run that is not within it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +39,8 @@ from topologies.paths import PathModel
 
 #: HTTP calls that run a registry search (the client's call names are the apps' stats keys)
 SEARCH_CALLS = frozenset(AgentDNSRegistry.search_routes + ANSRegistry.search_routes)
+#: the search calls whose registry ranks a pool (ANS's listing ranks nothing: its client does)
+RANKING_CALLS = frozenset(AgentDNSRegistry.search_routes)
 #: hops kept per host process for the quantiles (the first ones; counts cover all)
 MAX_HOPS = 200_000
 #: path-model draws per pair of roles for its median round trip
@@ -90,6 +93,10 @@ class HopModel:
     server: float
     server_semantic: float | None
     registry: float
+    # processing ``index`` (nodes.searchcost): a semantic query's time per server address, and
+    # an AgentDNS search's time per service (its pool ranked); empty: the values above
+    semantic_times: Mapping[str, float] = field(default_factory=dict)
+    search_times: Mapping[str, float] = field(default_factory=dict)
     _rtts: dict[tuple[str, str], float] = field(default_factory=dict)  # bounded by pairs
 
     def walks(self, resolver: str, walks: list[DiscoveryResult], into: HopTimes) -> None:
@@ -101,8 +108,10 @@ class HopModel:
                 rtt = self._rtt(resolver, step.server[0])
                 if rtt is None:
                     continue
-                work = (self.server_semantic if step.with_intent
-                        and self.server_semantic is not None else self.server)
+                work = self.server
+                if step.with_intent:
+                    work = (self.server_semantic if self.server_semantic is not None
+                            else self.semantic_times.get(step.server[0], work))
                 into.add(step.rtt, rtt + work)
 
     def calls(self, agent: str, registry: str, result: RegistryResult, into: HopTimes) -> None:
@@ -111,7 +120,11 @@ class HopModel:
         for step in result.steps:
             if step.rtt is None or rtt is None:
                 continue
-            work = self.server + (self.registry if step.call in SEARCH_CALLS else 0.0)
+            work = self.server
+            if step.call in SEARCH_CALLS:
+                work += (self.search_times.get(result.request.service, 0.0)
+                         if step.call in RANKING_CALLS else 0.0) if self.search_times \
+                    else self.registry
             into.add(step.rtt, rtt + work)
 
     def _rtt(self, src: str, dst: str) -> float | None:

@@ -35,6 +35,7 @@ import gc
 import itertools
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -44,11 +45,13 @@ import numpy as np
 from nodes.agent.session import DnsAgent
 from nodes.agent.stub import StubResult
 from nodes.authoritative.server import AuthoritativeServer
+from nodes.registry.base import Catalogue
 from nodes.registry.client import RegistryAgent, RegistryResult
 from nodes.registry.server import RegistryServer
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Discovery
 from nodes.scoring import model_loads
+from nodes.searchcost import SearchCost
 from sim.accounting import TlsSizes, dot_port, http_segment
 from sim.build.faults import registry_address
 from sim.build.hierarchy import DotSetup
@@ -110,8 +113,11 @@ class HostPart:
     registry_agents: dict[str, RegistryAgent] = field(default_factory=dict)
     registry_replicas: int = 1
     registry_time: float = 0.0
+    registry_cost: SearchCost | None = None  # processing.registry ``index``
     server_time: float = 50e-6  # the simulation's processing (what a hop's model charges)
     server_semantic_time: float | None = None
+    semantic_times: dict[str, float] = field(default_factory=dict)  # ``index``, per server
+    search_times: dict[str, float] = field(default_factory=dict)  # ``index``, per service
     tls: TlsSizes | None = None
     dense: bool = False  # the servers embed with the sentence model (model loads reported)
 
@@ -158,9 +164,22 @@ def _part(plan: RunPlan, name: str, ips: list[str], node_index: dict[str, int],
         registry_ca=registry.ca.cert_pem if registry is not None else "",
         registry=registry if replicas else None, registry_nodes=replicas,
         registry_agents=http, registry_replicas=plan.registry_replicas,
-        registry_time=plan.registry_time, server_time=plan.server_time,
-        server_semantic_time=plan.server_semantic_time, tls=plan.tls,
+        registry_time=plan.registry_time, registry_cost=plan.registry_cost,
+        server_time=plan.server_time, server_semantic_time=plan.server_semantic_time,
+        semantic_times=dict(plan.semantic_times or {}), search_times=search_times(plan),
+        tls=plan.tls,
         dense=plan.hierarchy.scorer_name == "dense")
+
+
+def search_times(plan: RunPlan) -> dict[str, float]:
+    """An AgentDNS search's modelled time per service under processing ``index`` (its
+    catalogue's pool for the service ranked); empty otherwise."""
+    cost, registry = plan.registry_cost, plan.registry
+    catalogue = getattr(registry.server.app, "catalogue", None) if registry else None
+    if cost is None or not isinstance(catalogue, Catalogue):
+        return {}
+    pools = Counter(t.service for t in catalogue.tools)
+    return {service: cost.seconds(n) for service, n in sorted(pools.items())}
 
 
 def split_plan(plan: RunPlan, groups: list[tuple[str, list[str]]],
@@ -199,7 +218,8 @@ class NodeHost:
         self.part = part
         self.out = EngineOutput(on_stub=sink, hop_times=HopTimes())
         self.model = HopModel(part.path, part.role_of, part.server_time,
-                              part.server_semantic_time, part.registry_time)
+                              part.server_semantic_time, part.registry_time,
+                              part.semantic_times, part.search_times)
         self.origin = 0.0
         self.t0 = 0.0  # node time of workload time 0
         self.finished: dict[int, asyncio.Future] = {}
@@ -322,7 +342,7 @@ class NodeHost:
             self.replicas = RegistryReplicas(
                 part.registry, part.registry_nodes, tls, self.node_now,
                 lambda host, peer, n: self.segment(host, peer, http_segment(part.tls, n)),
-                search=part.registry_time)
+                search=part.registry_cost or part.registry_time)
             await self.replicas.start()
         if part.registry_agents:
             self.clients = RegistryClients(

@@ -138,7 +138,8 @@ def plan_times(plan: RunPlan) -> dict[str, float]:
     """The processing times of the driver's plan by node kind (those it has), for the
     shards' own plans of the scheme (:class:`sim.build.plan.PlanOptions` ``calibrated``)."""
     return {kind: value for kind in KINDS
-            if (value := getattr(plan, f"{kind}_time")) is not None}
+            if (value := getattr(plan, f"{kind}_time")) is not None
+            and not (kind == "registry" and plan.registry_cost is not None)}  # ``index``
 
 
 def shared_build(sc: Scenario, plan: RunPlan) -> SharedBuild:

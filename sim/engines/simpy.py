@@ -31,6 +31,7 @@ from simpy.events import NORMAL
 from nodes.agent.session import DnsAgent
 from nodes.authoritative.server import AuthoritativeServer
 from nodes.dns.codec import parse_query
+from nodes.dns.wire import parse_intent_qname
 from nodes.registry.base import Routes
 from nodes.resolver.core import RecursiveResolver
 from nodes.resolver.types import Outgoing, Step, Transport
@@ -196,16 +197,31 @@ class DnsRun:
         self.base = {ip: ("agent", plan.agent_time) for ip in plan.agents}
         self.base.update({ip: ("resolver", plan.resolver_time) for ip in plan.resolvers})
         self.base.update({ip: ("server", plan.server_time) for ip in servers})
-        self.split_server = plan.server_semantic_time is not None or plan.measure
+        # a semantic query's time per server address (processing server_semantic: a value,
+        # or ``index``: each server's own; none: as any message)
+        self.semantic_cost: dict[str, float] = (
+            dict.fromkeys(servers, plan.server_semantic_time)
+            if plan.server_semantic_time is not None else dict(plan.semantic_times or {}))
+        self.split_server = bool(self.semantic_cost) or plan.measure
+        self.zone_of = plan.hierarchy.zone_of
         self.split_stub = plan.resolver_stub_time is not None or plan.measure
         # address -> (its server, its node, kind, processing time): deliver's lookups, once
         self.dest: dict[str, tuple[AuthoritativeServer | None,
                                    RecursiveResolver | DnsAgent | None, str, float]] = {}
 
-    def semantic(self, data: bytes) -> bool:
-        """Whether a query carries the intent option (servers' costly class)."""
+    def semantic(self, data: bytes, dst: str) -> bool:
+        """Whether a query asks server ``dst`` to rank (servers' costly class): it carries
+        the intent option, or its name is an intent name under the server's zone (the
+        intent in the QNAME, as the records count a ranking pass)."""
         view = parse_query(data)
-        return view is not None and any(c == self.code for c, _ in view.options)
+        if view is None:
+            return False
+        if any(c == self.code for c, _ in view.options):
+            return True
+        qname = str(view.qname)
+        zone = self.zone_of.get(dst)
+        return (qname[:1] in ("k", "K") and zone is not None
+                and parse_intent_qname(qname, zone) is not None)
 
     def bump(self, address: str, slot: int, size: int) -> None:
         """One packet of ``size`` bytes sent (``slot`` :data:`TX`) or received (:data:`RX`)."""
@@ -334,10 +350,9 @@ class DnsRun:
         plan, env = self.plan, self.env
         server, node, kind, cost = self.dest.get(dst) or self.dest_of(dst)
         if server is not None:
-            if self.split_server and self.semantic(data):
+            if self.split_server and self.semantic(data, dst):
                 kind = "server_semantic"  # ranking (and maybe embedding) costs more
-                if plan.server_semantic_time is not None:
-                    cost = plan.server_semantic_time
+                cost = self.semantic_cost.get(dst, cost)
         elif kind == "resolver" and self.split_stub and src[0] in plan.agents:
             kind = "resolver_stub"  # starts a walk (and may embed the intent)
             if plan.resolver_stub_time is not None:
@@ -531,11 +546,13 @@ class HttpRun:
         self.armed: dict[str, float] = {}
         self.done_events: dict[int, simpy.Event] = {}
         self.search = plan.registry_time  # processing.registry (modelled), per search request
+        self.search_cost = plan.registry_cost  # or ``index``: by the items each search scored
         self.searches: Callable[[], int] | None = None  # the app's counter, when modelled
-        if self.search:
+        self.scored: Callable[[], int] = int  # the app's items-scored counter (index)
+        if self.search or self.search_cost is not None:
             app = server.app
             assert isinstance(app, Routes)  # a search time needs the app's search counter
-            self.searches = app.searches
+            self.searches, self.scored = app.searches, app.scored
 
     def one_way(self, src: str, dst: str, size: int, rto: float) -> float:
         """One segment's delay, with TCP's retransmissions of a lost one after ``rto``."""
@@ -649,15 +666,18 @@ class HttpRun:
             if data:
                 self.reset(ip, conn, host, 0.0)
             return
-        searches = self.searches
+        searches, scored = self.searches, self.scored
         searched = searches() if searches is not None else 0
+        items = scored()
         reply, _close = self.hosts[host].receive((ip, conn), data, self.env.now)
         if self.measure is not None:
             self.measure.setdefault("server", []).append(perf_counter() - t)
         if reply:
             d = self.one_way(host, ip, self.wire(len(reply)), 0.2)
             if searches is not None and searches() > searched:  # modelled search: delays
-                d += self.search  # the answer to a search request, holds no CPU
+                # the answer to a search request, holds no CPU
+                cost = self.search_cost
+                d += self.search if cost is None else cost.search(scored() - items)
             self.later(d, self.to_agent, ip, conn, reply)
 
     def to_agent(self, ip: str, conn: int, data: bytes) -> None:

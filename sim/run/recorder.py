@@ -168,7 +168,7 @@ class Recorder:
         walks = (take_walks if take else stub_walks)(output, agent_ip, stub)
         lk = self.lookups
         row = query_record(self.sc, self.engine, scheme, job, stub, walks, lk.target_ids,
-                           self.plan.hierarchy.zone_of, lk.candidates, self._dot)
+                           self.plan.hierarchy.zone_of, lk.candidates, lk.cost, self._dot)
         if self.sc.agents.session is not None:  # the session layer's columns
             row.update(session_columns(output.sessions.get(agent_ip), job))
         self._add(job, row)
@@ -178,7 +178,7 @@ class Recorder:
         assert isinstance(scheme, RegistryScheme)  # a registry scheme's discoveries
         lk = self.lookups
         row = registry_record(self.sc, self.engine, scheme, job, res, lk.registry_ids,
-                              lk.per_service, self.plan, self._acks)
+                              lk.per_service, self.plan, lk.cost, self._acks)
         if self.sc.agents.session is not None:
             row.update(session_columns(None, job))
         self._add(job, row)

@@ -18,8 +18,10 @@ from mypy_extensions import mypyc_attr
 from nodes.agent.session import JobInfo
 from nodes.agent.stub import StubResult
 from nodes.dns.wire import parse_intent_qname
+from nodes.registry.agentdns import AgentDNSRegistry
 from nodes.registry.client import HttpStep, RegistryResult
 from nodes.resolver.types import DiscoveryResult
+from nodes.searchcost import SearchCost, cost_of
 from sim.accounting import (
     DotModel,
     WireCost,
@@ -67,30 +69,19 @@ def session_columns(jobs: Mapping[int, JobInfo] | None, job: Job) -> dict:
             "fallback_delay_ms": round(info.fallback_delay_s * 1000, 6)}
 
 
-def _candidates(ns: Namespace) -> dict[tuple[str, str], int]:
-    """Items a server scores for (zone, service): eligible children, or the leaf's tools."""
-    below = ns.services_below()
-    tools = ns.tools
-    out: dict[tuple[str, str], int] = {}
-    for zone, node in ns.zones.items():
-        if node.children:
-            counts = Counter(s for c in node.children for s in below[c])
-        else:
-            counts = Counter(tools[t].service for t in node.tools)
-        for service in ("mcp", "a2a", "rest", "skill"):
-            out[zone, service] = counts[service]
-    return out
-
+#: the registry calls that search (AgentDNS's discovery search)
+SEARCHES = frozenset(AgentDNSRegistry.search_routes)
 
 #: ``json.dumps(cache, sort_keys=True)`` without making an encoder per record
 _CACHE_JSON = json.JSONEncoder(sort_keys=True).encode
 
 
 def _walk_examined(walk: DiscoveryResult, zone_of: dict[str, str],
-                   cand: dict[tuple[str, str], int]) -> int:
-    """Items the servers scored for a walk: per answered cursor query (option) or
-    intent-in-the-name query at the zone the server holds, that zone's candidates."""
-    total = 0
+                   cand: dict[tuple[str, str], int]) -> tuple[int, int]:
+    """Items the servers scored for a walk and the ranking passes that scored them: per
+    answered cursor query (option) or intent-in-the-name query at the zone the server
+    holds, that zone's candidates."""
+    total = passes = 0
     for step in walk.steps:
         if step.rtt is None:
             continue
@@ -100,11 +91,13 @@ def _walk_examined(walk: DiscoveryResult, zone_of: dict[str, str],
         if step.with_intent and step.qtype == "SRV":
             if f"._{zone}" in f".{step.qname}":  # the cursor stands here
                 total += cand.get((zone, walk.request.service), 0)
+                passes += 1
         elif step.qname.startswith("k"):
             named = parse_intent_qname(step.qname, zone)
             if named is not None:
                 total += cand.get((zone, named.service), 0)
-    return total
+                passes += 1
+    return total, passes
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -118,19 +111,29 @@ class Lookups:
     registry_ids: dict[str, str]  # registry URL -> tool id (registry schemes)
     per_service: Counter[str]  # tools per service (what a registry search scores)
     candidates: dict[tuple[str, str], int]  # (zone, service) -> items its server scores
+    cost: SearchCost  # the search compute model of the namespace's scorer
 
     @classmethod
     def of(cls, sc: Scenario, ns: Namespace) -> Lookups:
         return cls(ns.target_ids(), registry_ids(ns) if sc.registry_schemes() else {},
-                   Counter(t.service for t in ns.tools.values()), _candidates(ns))
+                   Counter(t.service for t in ns.tools.values()), ns.scored_items(),
+                   cost_of(sc.namespace.scorer))
 
 
 def query_record(sc: Scenario, engine: str, scheme: DnsScheme, job: Job, stub: StubResult,
                  walks: list[DiscoveryResult], target_ids: Mapping[str, str],
                  zone_of: dict[str, str], cand: dict[tuple[str, str], int],
-                 dot: DotModel | None = None) -> dict:
-    """One discovery's row (a ToolDNS scheme): outcome, accuracy, rounds, bytes, caches."""
+                 search: SearchCost, dot: DotModel | None = None) -> dict:
+    """One discovery's row (a ToolDNS scheme): outcome, accuracy, rounds, bytes, caches,
+    and the search compute its ranking passes cost (:mod:`nodes.searchcost`; a resolver that
+    sends the intent's embedding encodes it once for all of them)."""
     returned = [target_ids.get(e.target, e.target) for e in stub.endpoints]
+    examined = passes = 0
+    for w in walks:
+        items, n = _walk_examined(w, zone_of, cand)
+        examined += items
+        passes += n
+    encodings = min(passes, 1) if scheme.send_embedding else passes
     truth = set(job.query.truth)
     steps = [s for w in walks for s in w.steps]
     cost: WireCost = steps_cost(stub.steps) + steps_cost(steps, dot)
@@ -155,7 +158,9 @@ def query_record(sc: Scenario, engine: str, scheme: DnsScheme, job: Job, stub: S
         "success": bool(returned),
         "hit_at_1": bool(returned) and returned[0] in truth,
         "hit_at_k": bool(truth & set(returned)),
-        "tools_examined": sum(_walk_examined(w, zone_of, cand) for w in walks),
+        "tools_examined": examined,
+        "encodings": encodings,
+        "compute_ns": _compute_ns(search, encodings, examined),
         "round_trips": _round_trips(walks, stub),
         "exchanges": len(steps),
         "stub_attempts": len(stub.steps),
@@ -193,7 +198,8 @@ def connection_acks(plan: RunPlan, output: EngineOutput) -> dict[int, int]:
 
 def registry_record(sc: Scenario, engine: str, scheme: RegistryScheme, job: Job,
                     res: RegistryResult | None, ids: dict[str, str], per_service: Counter,
-                    plan: RunPlan, acks: dict[int, int] | None = None) -> dict:
+                    plan: RunPlan, search: SearchCost,
+                    acks: dict[int, int] | None = None) -> dict:
     """The same columns as :func:`query_record`, for an HTTP-registry discovery."""
     if res is None:
         res = RegistryResult(tag=job, request=plan.requests[job.index], sent=0.0,
@@ -204,7 +210,15 @@ def registry_record(sc: Scenario, engine: str, scheme: RegistryScheme, job: Job,
     closed = bool(res.connections or res.steps) and (not scheme.keepalive or bool(res.error))
     cost = http_cost(res.steps, set(res.connections), closed, scheme.keepalive, plan.tls,
                      plan.tcp, [acks.get(id(s), 0) for s in res.steps] if acks else None)
-    examined = res.examined if scheme.kind == "ans" else per_service[job.query.service]
+    if scheme.kind == "ans":  # the client ranks the lists it fetched, in one pass
+        examined = res.examined
+        encodings, scored = min(res.examined, 1), res.examined
+    else:  # each search answered ranks the service's pool at the registry; an answer from
+        # the agent's own cache (no request) ranks nothing
+        asked = any(s.call in SEARCHES for s in res.steps)
+        examined = per_service[job.query.service] if asked else 0
+        encodings = sum(s.call in SEARCHES and s.status == 200 for s in res.steps)
+        scored = encodings * per_service[job.query.service]
     return {
         "scenario": sc.name, "engine": engine, "scheme": scheme.name, "seed": sc.seed,
         "phase": job.phase, "job": job.index, "agent": job.agent, "query_id": job.query.id,
@@ -213,7 +227,8 @@ def registry_record(sc: Scenario, engine: str, scheme: RegistryScheme, job: Job,
         "returned": " ".join(returned), "success": bool(returned) and not res.error,
         "hit_at_1": bool(returned) and returned[0] in truth,
         "hit_at_k": bool(truth & set(returned)),
-        "tools_examined": examined, "round_trips": res.round_trips,
+        "tools_examined": examined, "encodings": encodings,
+        "compute_ns": _compute_ns(search, encodings, scored), "round_trips": res.round_trips,
         "exchanges": len(res.steps), "stub_attempts": 1,
         "sent_s": round(res.sent, 9), "latency_ms": round(res.latency * 1000, 6),
         "bytes_up": cost.bytes_up, "bytes_down": cost.bytes_down,
@@ -224,6 +239,12 @@ def registry_record(sc: Scenario, engine: str, scheme: RegistryScheme, job: Job,
         "rcode": str(res.steps[-1].status or "") if res.steps else "",
         "error": res.error or "",
     }
+
+
+def _compute_ns(search: SearchCost, encodings: int, items: int) -> int:
+    """Nanoseconds of search compute, ``encodings`` intent encodings and ``items`` scored
+    (a whole number: the run's tally sums it exactly)."""
+    return round((search.encode * encodings + search.per_item * items) * 1e9)
 
 
 def _round_trips(walks: list[DiscoveryResult], stub: StubResult) -> int:

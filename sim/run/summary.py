@@ -142,7 +142,7 @@ class _Sums:
                                   else float(ok.quantile(fold.q)))
         v = self.values[metric.key]
         if kind == "mean":
-            return metric.rounded(float(v) / self.n)
+            return metric.rounded(float(v) / self.n * fold.scale)
         if kind == "space":
             return metric.rounded(1 - float(v) / self.n / tools if tools else None)
         return metric.rounded(float(v))  # min, max

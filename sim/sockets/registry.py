@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from nodes.registry.base import Routes
 from nodes.registry.server import RegistryServer
+from nodes.searchcost import SearchCost
 from sim.build.registries import RegistrySetup
 from sim.sockets.timing import sleep_precisely
 from sim.sockets.udp import naming
@@ -33,7 +34,7 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
                          delay: Callable[[str, int], float] | None = None,
                          address: str | None = None, server: RegistryServer | None = None,
                          conns: set[asyncio.StreamWriter] | None = None,
-                         write_timeout: float = WRITE_TIMEOUT, search: float = 0.0,
+                         write_timeout: float = WRITE_TIMEOUT, search: float | SearchCost = 0.0,
                          ) -> asyncio.base_events.Server:
     """Serve a registry over HTTP/1.1 (TLS 1.3 with ``tls``) on its address and port.
 
@@ -44,9 +45,9 @@ async def start_registry(reg: RegistrySetup, tls: bool, now: Callable[[], float]
     cap; here each read waits until the node's next deadline, and each write may take
     ``write_timeout`` seconds. ``now`` must advance (node time). A replica serves at
     ``address`` with its own ``server`` node; ``conns`` collects the open connections
-    (so a crash can reset them). ``search`` seconds (``processing.registry``, modelled)
-    pass before each answer to a search request, awaited so other connections are served
-    meanwhile.
+    (so a crash can reset them). ``search`` seconds (``processing.registry``, modelled;
+    a :class:`nodes.searchcost.SearchCost`: by the items the search scored) pass before each
+    answer to a search request, awaited so other connections are served meanwhile.
     """
     node = server if server is not None else reg.server
     handler = RegistryConnections(node, now, delay, conns, write_timeout, search)
@@ -76,14 +77,15 @@ class RegistryConnections:
     def __init__(self, node: RegistryServer, now: Callable[[], float],
                  delay: Callable[[str, int], float] | None,
                  conns: set[asyncio.StreamWriter] | None, write_timeout: float,
-                 search: float) -> None:
+                 search: float | SearchCost) -> None:
         self.node, self.now, self.delay, self.conns = node, now, delay, conns
         self.write_timeout, self.search = write_timeout, search
         self.searches: Callable[[], int] | None = None  # the app's counter, when modelled
+        self.scored: Callable[[], int] = int  # the app's items-scored counter (a cost model)
         if search:
             app = node.app
             assert isinstance(app, Routes)  # a search time needs the app's search counter
-            self.searches = app.searches
+            self.searches, self.scored = app.searches, app.scored
 
     async def write(self, writer: asyncio.StreamWriter, peer: tuple[str, int],
                     reply: bytes) -> None:
@@ -120,9 +122,10 @@ class RegistryConnections:
                        peer: tuple[str, int]) -> None:
         """Requests and responses until the node or the peer closes: one request answered
         at a time, pipelined ones a turn of the loop apart (see the module)."""
-        node, now, searches = self.node, self.now, self.searches
+        node, now, searches, scored = self.node, self.now, self.searches, self.scored
         writer.transport.set_write_buffer_limits(high=WRITE_BUFFER)
         while True:
+            items = scored()
             if node.backlog(peer):  # read already: the other connections' turn first
                 await asyncio.sleep(0)
                 searched = searches() if searches is not None else 0
@@ -141,7 +144,9 @@ class RegistryConnections:
                     searched = searches() if searches is not None else 0
                     reply, close = node.receive(peer, data, now(), 1)
             if reply and searches is not None and searches() > searched:
-                await sleep_precisely(self.search)  # the modelled search
+                search = self.search  # the modelled search: fixed, or by the items scored
+                await sleep_precisely(search if isinstance(search, float | int)
+                                      else search.search(scored() - items))
             if reply:
                 await self.write(writer, peer, reply)
             if close or not data:
@@ -174,7 +179,7 @@ class RegistryReplicas:
 
     def __init__(self, reg: RegistrySetup, nodes: dict[str, RegistryServer], tls: bool,
                  now: Callable[[], float], delay: Callable[[str, str, int], float],
-                 search: float = 0.0) -> None:
+                 search: float | SearchCost = 0.0) -> None:
         self.reg, self.nodes, self.tls, self.now, self.delay = reg, nodes, tls, now, delay
         self.search = search
         self.listening: dict[str, asyncio.base_events.Server] = {}

@@ -81,7 +81,7 @@ def test_quickstart_over_five_seeds(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     text = (out / "report.md").read_text()
     assert text.index("## Replications: means and 95 % intervals") < text.index("## Sweep")
-    assert "registry search 0 s" in text
+    assert "registry search by the search compute model" in text
     # run again: every seed is done already, nothing runs
     again = _tooldns("run", str(QUICKSTART), "--seeds", "5", "--out", str(out),
                      "--set", "workload.queries=120")
@@ -92,9 +92,10 @@ def test_the_footer_names_processing_and_registry_search(tmp_path: Path) -> None
     done = _tooldns("run", str(QUICKSTART), "--out", str(tmp_path / "q"), "--format",
                     "markdown", "--set", "workload.queries=60")
     assert done.returncode == 0, done.stderr
-    assert ("processing: fixed, server 50 µs per message (the same with an intent), "
-            "resolver 20 µs") in done.stdout
-    assert "registry search 0 s (not modelled" in done.stdout
+    assert ("processing: fixed, server 50 µs per message (plus the same model over its "
+            "zone's items with an intent), resolver 20 µs") in " ".join(done.stdout.split())
+    assert ("registry search by the search compute model (bm25: "
+            in " ".join(done.stdout.split()))
     assert "agentdns: HTTP/1.1 plaintext, a connection per call, no cache" in done.stdout
     assert "every scheme in plaintext" in done.stdout
 
@@ -105,6 +106,9 @@ def test_conditions_follow_the_scenario() -> None:
     assert "processing: calibrated" in conditions(sc)[0]
     sc["network"]["processing"].update(model="fixed", registry=0.021)
     assert "registry search 21 ms per search" in conditions(sc)[0]
+    sc["network"]["processing"].update(registry=0.0, server_semantic=None)
+    assert "registry search 0 s (not modelled" in conditions(sc)[0]
+    assert "(the same with an intent)" in conditions(sc)[0]
     for s in sc["schemes"]:
         if "upstream" not in s:
             s["tls"] = True

@@ -32,6 +32,7 @@ def _row(scheme: str, phase: int, success: bool, exchanges: int, latency: float,
             "latency_ms": latency, "bytes_up": 100 + 10 * exchanges,
             "bytes_down": 200 + 20 * exchanges, "packets_up": 1 + exchanges,
             "packets_down": 1 + exchanges, "tools_examined": 3 * exchanges,
+            "encodings": exchanges, "compute_ns": 10_000 * exchanges + 100 * 3 * exchanges,
             "cache_hits": cache_hits, "sent_s": sent}
 
 
@@ -96,6 +97,12 @@ def test_upstream_queries_and_start(records: pd.DataFrame) -> None:
     assert _value("start_s", a0) == 0.1
     assert _value("search_space_reduction", a0, tools=0) is None
     assert _value("search_space_reduction", a0, tools=60) == pytest.approx(1 - 4.5 / 60)
+
+
+def test_compute_is_the_mean_of_the_records(records: pd.DataFrame) -> None:
+    a0 = records[(records.scheme == "a") & (records.phase == 0)]
+    assert _value("mean_encodings", a0) == 1.5  # (0 + 2 + 4 + 0) / 4
+    assert _value("mean_compute_ms", a0) == pytest.approx(10_300 * 6 / 4 / 1e6)
 
 
 def test_mean_of_does_not_depend_on_the_order() -> None:

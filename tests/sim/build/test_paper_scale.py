@@ -8,6 +8,7 @@ import re
 import pytest
 from pydantic import ValidationError
 
+from nodes.searchcost import cost_of
 from sim.build.namespace import build_namespace
 from sim.build.workload import query_pool
 from sim.errors import ScenarioError
@@ -37,8 +38,15 @@ def _run(search: float | None):  # type: ignore[no-untyped-def]
 
 
 def test_registry_search_adds_exactly_its_time_per_search_request() -> None:
-    before, zero, after = _run(None), _run(0.0), _run(0.5)
-    assert before.equals(zero)  # the default is today's behaviour
+    model, before, after = _run(None), _run(0.0), _run(0.5)
+    # the default (index) charges AgentDNS's search the model's time for its pool; ANS's
+    # listing ranks nothing (its client ranks); the DNS side is not the registry's
+    by_model = model.set_index(["scheme", "job"]).latency_ms - before.set_index(
+        ["scheme", "job"]).latency_ms
+    pools = model.set_index(["scheme", "job"]).tools_examined.loc["agentdns"]
+    assert list(by_model.loc["agentdns"]) == pytest.approx(
+        [cost_of("bm25").seconds(n) * 1000 for n in pools], abs=1e-6)
+    assert (by_model.loc["ans"] == 0.0).all() and (by_model.loc["tooldns"] == 0.0).all()
     diff = after.set_index(["scheme", "job"]).latency_ms - before.set_index(
         ["scheme", "job"]).latency_ms
     # one search request per discovery: AgentDNS's discovery search, ANS's agent listing

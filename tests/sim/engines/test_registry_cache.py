@@ -36,6 +36,8 @@ def test_repeated_intents_are_answered_from_the_agents_cache(engine: str) -> Non
     assert (plain.exchanges > 0).all()  # no cache: every discovery asks the registry
     hits = cached[cached.exchanges == 0]
     assert len(hits) > 0 and (hits.bytes_up + hits.bytes_down == 0).all()
+    assert (hits.tools_examined == 0).all() and (hits.encodings == 0).all()  # nothing ranked
+    assert (hits.compute_ns == 0).all() and (plain.tools_examined > 0).all()
     assert (hits.packets_up + hits.packets_down == 0).all()
     # a hit repeats an intent the same agent asked before, with the same answer
     for job, row in hits.iterrows():
