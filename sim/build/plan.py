@@ -109,11 +109,12 @@ def _processing(sc: Scenario, calibrated: Mapping[str, float], hierarchy: Hierar
         items = ns.scored_items()
         times["server_semantic_time"] = None
         encode = 0.0 if embeds else cost.encode
+        server = calibrated.get("server", p.server)  # fixed or measured
         times["semantic_times"] = MappingProxyType({
-            ip: p.server + encode + cost.per_item * max(items.get((zone, s), 0) for s in SERVICES)
+            ip: server + encode + cost.per_item * max(items.get((zone, s), 0) for s in SERVICES)
             for ip, zone in hierarchy.zone_of.items() if zone != ROOT})  # the root refers
         if embeds and times["resolver_stub_time"] is None:
-            times["resolver_stub_time"] = p.resolver + cost.encode
+            times["resolver_stub_time"] = calibrated.get("resolver", p.resolver) + cost.encode
     if times["registry_time"] == "index":
         times["registry_time"] = 0.0
         times["registry_cost"] = cost

@@ -10,7 +10,7 @@ import pytest
 from nodes.dns.wire import SERVICES
 from nodes.searchcost import cost_of
 from sim.build.namespace import build_namespace
-from sim.build.plan import make_plan
+from sim.build.plan import PlanOptions, make_plan
 from sim.build.workload import build_jobs
 from sim.run.runner import run_scenario
 from sim.scenario import Scenario
@@ -79,6 +79,11 @@ def test_a_server_is_charged_its_zone_items_per_semantic_query() -> None:
             continue
         most = max(items[zone, s] for s in SERVICES)
         assert plan.semantic_times[ip] == pytest.approx(50e-6 + COST.seconds(most), rel=1e-12)
+    measured, _ = make_plan(sc, sc.schemes[0], ns, jobs,  # calibrated: the measured base
+                            options=PlanOptions(calibrated={"server": 1e-3}))
+    assert measured.semantic_times is not None
+    for ip, t in plan.semantic_times.items():
+        assert measured.semantic_times[ip] == pytest.approx(t - 50e-6 + 1e-3, rel=1e-12)
     index, plain = _records(), _records(server_semantic=None)
     top = max(items.values())
     for scheme in ("walk", "qname"):  # the intent in an option, or in the QNAME
