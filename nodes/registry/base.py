@@ -105,10 +105,6 @@ class Catalogue:
         cand = None if service is None else self._by_service.get(service, np.zeros(0, int))
         return [self.tools[i] for i in top_k(self._index.scores(text), k, cand)]
 
-    def examined(self, service: str | None) -> int:
-        return len(self.tools) if service is None else sum(
-            t.service == service for t in self.tools)
-
     def pool(self, service: str | None) -> int:
         """Items a search for ``service`` scored (after :meth:`search` built the index)."""
         if service is None or self._index is None:

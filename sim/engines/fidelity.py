@@ -39,7 +39,8 @@ from topologies.paths import PathModel
 
 #: HTTP calls that run a registry search (the client's call names are the apps' stats keys)
 SEARCH_CALLS = frozenset(AgentDNSRegistry.search_routes + ANSRegistry.search_routes)
-#: the search calls whose registry ranks a pool (ANS's listing ranks nothing: its client does)
+#: the search calls in which the registry ranks a pool (ANS's listing ranks nothing: its
+#: client does); the records count their ranking passes by it too
 RANKING_CALLS = frozenset(AgentDNSRegistry.search_routes)
 #: hops kept per host process for the quantiles (the first ones; counts cover all)
 MAX_HOPS = 200_000

@@ -18,7 +18,6 @@ from mypy_extensions import mypyc_attr
 from nodes.agent.session import JobInfo
 from nodes.agent.stub import StubResult
 from nodes.dns.wire import parse_intent_qname
-from nodes.registry.agentdns import AgentDNSRegistry
 from nodes.registry.client import HttpStep, RegistryResult
 from nodes.resolver.types import DiscoveryResult
 from nodes.searchcost import SearchCost, cost_of
@@ -34,6 +33,7 @@ from sim.build.registries import registry_ids
 from sim.build.runplan import RunPlan
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput
+from sim.engines.fidelity import RANKING_CALLS
 from sim.scenario import Scenario
 from sim.schemes import DnsScheme, RegistryScheme, SchemeSpec
 from topologies.namespace import Namespace
@@ -68,9 +68,6 @@ def session_columns(jobs: Mapping[int, JobInfo] | None, job: Job) -> dict:
             "fallback_packets": info.fallback_packets,
             "fallback_delay_ms": round(info.fallback_delay_s * 1000, 6)}
 
-
-#: the registry calls that search (AgentDNS's discovery search)
-SEARCHES = frozenset(AgentDNSRegistry.search_routes)
 
 #: ``json.dumps(cache, sort_keys=True)`` without making an encoder per record
 _CACHE_JSON = json.JSONEncoder(sort_keys=True).encode
@@ -215,9 +212,9 @@ def registry_record(sc: Scenario, engine: str, scheme: RegistryScheme, job: Job,
         encodings, scored = min(res.examined, 1), res.examined
     else:  # each search answered ranks the service's pool at the registry; an answer from
         # the agent's own cache (no request) ranks nothing
-        asked = any(s.call in SEARCHES for s in res.steps)
+        asked = any(s.call in RANKING_CALLS for s in res.steps)
         examined = per_service[job.query.service] if asked else 0
-        encodings = sum(s.call in SEARCHES and s.status == 200 for s in res.steps)
+        encodings = sum(s.call in RANKING_CALLS and s.status == 200 for s in res.steps)
         scored = encodings * per_service[job.query.service]
     return {
         "scenario": sc.name, "engine": engine, "scheme": scheme.name, "seed": sc.seed,
