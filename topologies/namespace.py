@@ -83,6 +83,9 @@ class Namespace:
     # learned routing's pseudo-document vectors (tool ids in sorted order, one unit row
     # each: description plus logged queries), kept for a registry given the same log
     pseudo_documents: tuple[list[str], Any] | None = None
+    # agent host -> tool id, when the organisations' zones publish the tools
+    # (topologies.orgzones): the DNS-native schemes' endpoints are scored by it
+    hosts: dict[str, str] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- structure
 
@@ -211,6 +214,8 @@ class TargetIds(dict[str, str]):
         found = dict.get(self, target)
         if found is not None or self.complete:
             return default if found is None else found
+        if self.ns.hosts and (found := self.ns.hosts.get(target)) is not None:
+            return found
         zone = target.partition(".")[2]
         node = self.ns.zones.get(zone)
         if node is not None and zone not in self.indexed:

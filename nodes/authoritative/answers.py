@@ -124,14 +124,27 @@ def standard(state: ZoneState, scorer: Scorer, qname: str, qtype: int,
     if not rrs:
         return "nodata", state.negative[NOERROR]
     additional: list[Rec] = []
-    if qtype in (SRV, NS):  # additional-section processing (RFC 1034 §4.3.2)
-        targets = [t for rec in rrs if isinstance(t := rec.rdata[-1], str)]  # last in RDATA
+    if qtype in _TARGETED:  # additional-section processing (RFC 1034 §4.3.2, RFC 9460 §4.1)
+        targets = _targets(rrs, qtype, qname)
         for target in targets:
             additional.extend((state.node(target) or {}).get(A, ()))
         if state.data.aaaa:  # then the targets' AAAA (A first, as above)
             for target in targets:
                 additional.extend((state.node(target) or {}).get(AAAA, ()))
     return "standard", Reply(NOERROR, True, rrs, (), additional)
+
+
+SVCB, HTTPS = 64, 65
+_TARGETED = frozenset((SRV, NS, SVCB, HTTPS))  # types whose targets' addresses ride along
+
+
+def _targets(rrs: Sequence[Rec], qtype: int, qname: str) -> list[str]:
+    """The names whose addresses go in the additional section: the last name in SRV and NS
+    RDATA, the TargetName of SVCB and HTTPS ("." being the owner)."""
+    if qtype in (SRV, NS):
+        return [t for rec in rrs if isinstance(t := rec.rdata[-1], str)]
+    names = [t for rec in rrs if len(rec.rdata) > 1 and isinstance(t := rec.rdata[1], str)]
+    return [qname if t == "." else t for t in names]
 
 
 def _relative(state: ZoneState, qname: str) -> list[str]:

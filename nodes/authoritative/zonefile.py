@@ -55,6 +55,9 @@ WALK_TYPE = 65280
 TYPE_NAMES = {A: "A", AAAA: "AAAA", NS: "NS", SOA: "SOA", TXT: "TXT", SRV: "SRV"}
 #: DNSSEC types, written as dnspython presents them
 DNSSEC_TYPES = {43: "DS", 46: "RRSIG", 47: "NSEC", 48: "DNSKEY"}
+#: the discovery drafts' types an organisation's zone publishes (topologies.orgzones),
+#: written by dnspython from their wire form
+DRAFT_TYPES = {12: "PTR", 52: "TLSA", 64: "SVCB", 65: "HTTPS"}
 _PRINTABLE_SAFE = frozenset(range(0x20, 0x7F)) - {ord('"'), ord("\\")}
 # written as they are in a name; other printable bytes get a backslash, the rest \DDD
 _NAME_PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_*")
@@ -207,6 +210,11 @@ def rdata_text(rec: Rec) -> str:
         return f"{priority} {weight} {port} {names[0]}"
     if rec.rtype == TXT:
         return txt_text(_split_character_strings(fixed[0]))
+    if rec.rtype in DRAFT_TYPES:  # names in RDATA are never compressed here
+        data = b"".join(name_wire(p) if isinstance(p, str) else p for p in rec.rdata)
+        rd = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.RdataType.make(rec.rtype),
+                                 data, 0, len(data))
+        return rd.to_text()
     if rec.rtype in DNSSEC_TYPES and not names:
         data = b"".join(p for p in fixed)
         rd = dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.RdataType.make(rec.rtype),
@@ -220,7 +228,8 @@ def rdata_text(rec: Rec) -> str:
 
 def record_line(rec: Rec, origin: str) -> str:
     """One record as a master-file line: owner, TTL, class, type, RDATA."""
-    kind = TYPE_NAMES.get(rec.rtype) or DNSSEC_TYPES.get(rec.rtype, f"TYPE{rec.rtype}")
+    kind = (TYPE_NAMES.get(rec.rtype) or DNSSEC_TYPES.get(rec.rtype)
+            or DRAFT_TYPES.get(rec.rtype, f"TYPE{rec.rtype}"))
     return f"{_owner_text(rec.owner, origin)}\t{rec.ttl}\tIN\t{kind}\t{rdata_text(rec)}"
 
 

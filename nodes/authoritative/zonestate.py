@@ -318,6 +318,8 @@ def build_state(zone: ZoneData) -> ZoneState:
             tools = lazy.setdefault(owner, [])
             if not tools or tools[-1] is not tool:
                 tools.append(tool)
+    for static in zone.records:
+        add(Rec(normalise(static.owner), static.rtype, static.ttl, static.rdata))
     negative = Rec(name, SOA, min(ttls.soa, ttls.negative), soa.rdata)
     data = zone if zone.name == name else ZoneData(**{**zone.__dict__, "name": name})
     return ZoneState(

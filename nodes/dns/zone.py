@@ -68,6 +68,18 @@ class ToolRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class StaticRecord:
+    """A record a zone publishes as given, such as an organisation's discovery records
+    (:mod:`topologies.orgzones`: SVCB, HTTPS, TLSA, TXT, PTR, SRV, A): owner, type, TTL and
+    the RDATA in wire order, fixed ``bytes`` and domain names (``str``, never compressed)."""
+
+    owner: str
+    rtype: int
+    ttl: int
+    rdata: tuple[bytes | str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Ttls:
     """TTLs in seconds: delegations long (hours), tool records short (minutes)."""
 
@@ -91,6 +103,7 @@ class ZoneData:
     ttls: Ttls = field(default_factory=Ttls)
     serial: int = 1
     aaaa: bool = False  # tool targets also get an AAAA record (:func:`aaaa_address`)
+    records: tuple[StaticRecord, ...] = ()  # published as given, beside the tools
 
     @property
     def is_leaf(self) -> bool:

@@ -26,6 +26,7 @@ from nodes.scoring import (
     make_scorer,
     node_encoder,
 )
+from topologies import orgzones
 from topologies.addresses import assign_servers
 from topologies.gcpause import gc_paused
 from topologies.namespace import ROOT, Namespace
@@ -119,6 +120,7 @@ def build_hierarchy(
     cname_referral: bool = True,
     aaaa: bool = False,
     allow_transfer: Sequence[str] = (),
+    org_zones: bool = False,
 ) -> Hierarchy:
     """One :class:`AuthoritativeServer` per (zone, replica) (``packet_cache``: replies each
     server keeps for repeated queries, 0 for none, within ``packet_cache_bytes``); they
@@ -127,7 +129,10 @@ def build_hierarchy(
     sees itself, with its own cache, as separate machines would; so does every node
     :meth:`Hierarchy.scorer` equips. Each server refuses zone transfers (AXFR) except to
     the networks of ``allow_transfer``. ``aaaa``: tool targets also get AAAA
-    records (:func:`nodes.dns.zone.aaaa_address`); the servers' own addresses stay IPv4."""
+    records (:func:`nodes.dns.zone.aaaa_address`); the servers' own addresses stay IPv4.
+    ``org_zones``: the root also delegates ``example.``, under which every tool's
+    organisation publishes the DNS-native drafts' records (:mod:`topologies.orgzones`), on
+    one TLD server and a few hosting servers; the hierarchy then publishes ``orgzones``."""
     servers_by_zone = assign_servers(ns, replicas=replicas, first=first_address)
     given = None if isinstance(scorer, str) else scorer
     name = scorer if isinstance(scorer, str) else scorer.name
@@ -140,9 +145,12 @@ def build_hierarchy(
     servers: dict[str, AuthoritativeServer] = {}
     zone_of: dict[str, str] = {}
     manifest = []
+    orgs = orgzones.org_zones(ns, ttls or Ttls(), aaaa) if org_zones else None
     for zone in ns.zone_data(servers_by_zone, ttls):
         if aaaa:
             zone = replace(zone, aaaa=True)
+        if orgs is not None and zone.name == ROOT:  # no service: never a ranked child
+            zone = replace(zone, children=(*zone.children, orgs.delegation))
         role = "root" if zone.name == ROOT else "tld" if zone.name == "tools." else (
             "leaf" if zone.is_leaf else "intermediate")
         for ref in zone.servers:
@@ -156,8 +164,25 @@ def build_hierarchy(
             manifest.append({"role": role, "zone": zone.name, "host": ref.host,
                              "address": ref.address, "org": zone.org})
     root_hints = [ref.address for ref in servers_by_zone[ROOT]]
+    publishes = {"tooldns"}
+    if orgs is not None:
+        publishes.add("orgzones")
+        ns.hosts = orgzones.hosts(orgs.publications)
+        by_name = {z.name: z for z in orgs.zones}
+        for address, held in [(orgs.tld.servers[0].address, (orgs.tld.name,)),
+                              *orgs.servers.items()]:
+            zones = [orgs.tld] if held == (orgs.tld.name,) else [by_name[z] for z in held]
+            servers[address] = AuthoritativeServer(
+                zones, scorer=shared or _scorer(name, ns, encoder), option_code=option_code,
+                max_udp_size=max_udp_size, name=zones[0].servers[0].host,
+                packet_cache=packet_cache, packet_cache_bytes=packet_cache_bytes,
+                transfer_acl=allow_transfer)
+            zone_of[address] = held[0]
+            role = "tld" if held == (orgs.tld.name,) else "leaf"
+            manifest.append({"role": role, "zone": held[0], "host": zones[0].servers[0].host,
+                             "address": address, "org": None})
     return Hierarchy(ns, servers, zone_of, root_hints, name, manifest, option_code, given,
-                     encoder if per_server else None)
+                     encoder if per_server else None, frozenset(publishes))
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,16 @@
-"""The scenario's namespace: the ``tools.`` zone tree, its shared encoder and the walk's
-start zone."""
+"""The scenario's namespace: the ``tools.`` zone tree, its shared encoder, the walk's
+start zone, and the catalogue mirror the DNS-native schemes search."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from nodes.scoring import CachedEncoder, default_encoder
+from nodes.agent.mirror import Candidate, Mirror
+from nodes.scoring import CachedEncoder, Scorer, default_encoder
+from nodes.searchcost import SearchCost
 from sim.errors import ScenarioError
 from sim.scenario import Scenario
+from topologies import orgzones
 from topologies.catalog import from_catalog
 from topologies.datasets import load_catalog, load_queries
 from topologies.encoders import disk_cached_encoder
@@ -75,3 +78,11 @@ def start_zone(sc: Scenario, ns: Namespace) -> str:
         raise ScenarioError(f"trust.org: no zone of organisation {sc.trust.org!r} in the "
                             f"namespace")
     return zones[0]
+
+
+def catalogue_mirror(ns: Namespace, scorer: Scorer, cost: SearchCost) -> Mirror:
+    """The local mirror a DNS-native scheme's agents search: every tool with its text and
+    where its organisation publishes it (:mod:`topologies.orgzones`)."""
+    pubs = orgzones.publications(ns).values()
+    return Mirror([Candidate(p.tool_id, p.domain, p.label, p.service) for p in pubs],
+                  [p.description for p in pubs], scorer, cost)

@@ -21,7 +21,7 @@ from nodes.searchcost import cost_of
 from sim.accounting import TcpModel, TlsSizes
 from sim.build.faults import FaultPlan, Nodes, build_fault_plan, registry_address
 from sim.build.hierarchy import Hierarchy, build_hierarchy, dot_setup
-from sim.build.namespace import namespace_encoder, start_zone
+from sim.build.namespace import catalogue_mirror, namespace_encoder, start_zone
 from sim.build.network import Network, build_network
 from sim.build.registries import REGISTRY_HOST, RegistrySetup, build_registry, tls_sizes
 from sim.build.runplan import CaptureRequest, Requests, RunPlan
@@ -66,7 +66,9 @@ def scenario_hierarchy(sc: Scenario, ns: Namespace) -> Hierarchy:
                                 packet_cache_bytes=sc.caches.packet_cache_bytes,
                                 cname_referral=sc.namespace.cname_referral,
                                 aaaa=sc.namespace.aaaa,
-                                allow_transfer=sc.namespace.allow_transfer)
+                                allow_transfer=sc.namespace.allow_transfer,
+                                org_zones=any("orgzones" in STRATEGIES[d.kind].publishes
+                                              for d in sc.dns_schemes()))
     if (encoder := namespace_encoder(sc)) is not None:
         save_encoder_cache(encoder, atomic_write)  # the tools' embeddings, for the next run
     if sc.namespace.dnssec:
@@ -153,11 +155,13 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: Sequence[Jo
                             f"publish {', '.join(sorted(missing))}, which it does not")
     mode = STRATEGIES[dns.kind].modes[dns.mode] if dns is not None else Mode("aware")
     make_agent = mode.load_agent()  # the strategy's agent, asking as its mode says
+    mirror = ({"mirror": catalogue_mirror(ns, hierarchy.scorer(), cost_of(sc.namespace.scorer))}
+              if mode.mirror else {})
     stubs: dict[str, StubAgent] = {
         ip: make_agent((network.resolvers[network.agent_resolver[i]], dns_port),
                        rng(f"agent{i}"), name=ip, option_code=hierarchy.option_code,
                        timeout=sc.agents.timeout, attempts=sc.agents.attempts,
-                       aaaa=sc.namespace.aaaa, **mode.agent_options)
+                       aaaa=sc.namespace.aaaa, **mode.agent_options, **mirror)
         for i, ip in enumerate(network.agents)}
     registry: RegistrySetup | None = None
     tcp = tls = None

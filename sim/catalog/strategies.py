@@ -30,6 +30,8 @@ RECORD_SETS: Mapping[str, str] = MappingProxyType({
     "tooldns": "the .tools zones: cursor names answered with the intent option (top-K NS "
                "referrals, SRV + A at leaves), SRV/A/TXT under plain names, and "
                "intent-in-QNAME names answered by CNAME chains (nodes.authoritative.server)",
+    "orgzones": "the organisations' own zones under example. (topologies.orgzones): every "
+                "tool's records as DNS-AID, ANS v2, DN-ANR, AID and DNS-SD publish them",
 })
 
 
@@ -37,14 +39,15 @@ RECORD_SETS: Mapping[str, str] = MappingProxyType({
 class Mode:
     """One way a strategy runs: the resolver's behaviour (``ResolverConfig.mode``), the
     agent (``"module:Class"``, built as ``Class(resolver, rng, name=, option_code=,
-    timeout=, attempts=, aaaa=, **agent_options)``) and the scheme fields it fixes
-    (field -> the only value it takes; ``why`` says why)."""
+    timeout=, attempts=, aaaa=, **agent_options)``, plus ``mirror=`` when ``mirror``) and
+    the scheme fields it fixes (field -> the only value it takes; ``why`` says why)."""
 
     resolver: ResolverMode
     agent: str = "nodes.agent.stub:StubAgent"
     agent_options: Mapping[str, Any] = field(default_factory=dict)
     fixed: Mapping[str, Any] = field(default_factory=dict)
     why: str = ""
+    mirror: bool = False  # the agent gets the run's local catalogue mirror (mirror=)
 
     def __post_init__(self) -> None:
         if self.resolver not in get_args(ResolverMode):
@@ -88,6 +91,21 @@ class DnsStrategy:
 
 
 _STOCK = "a stock recursive resolver following one CNAME chain"
+_PLAIN = {"warm": False, "beam": 1, "search": "split", "merge": "auto",
+          "send_embedding": False}
+_DRAFT = ("the draft's client asks plain questions of a stock recursive resolver; the "
+          "search is the agent's own")
+
+
+def _draft(kind: str, summary: str, spec: str) -> DnsStrategy:
+    """A DNS-native draft's scheme: search a local mirror of the catalogue, then resolve
+    the chosen agents with the draft's records (nodes.agent.drafts) through a stock
+    resolver; the organisations' zones publish them."""
+    return DnsStrategy(kind, summary, spec, modes={
+        "mirror": Mode("qname", agent="nodes.agent.pipeline:PipelineAgent",
+                       agent_options={"draft": kind}, fixed=_PLAIN, why=_DRAFT, mirror=True)},
+        publishes=("orgzones",))
+
 
 #: Every DNS client strategy by kind, in the order the docs list them.
 STRATEGIES: dict[str, DnsStrategy] = {s.kind: s for s in (
@@ -103,6 +121,16 @@ STRATEGIES: dict[str, DnsStrategy] = {s.kind: s for s in (
                           fixed={"warm": False, "beam": 1, "search": "split",
                                  "merge": "auto", "send_embedding": False}, why=_STOCK),
         }),
+    _draft("dns-aid", "DNS-AID: the organisation's _index._agents TXT, then the agent's "
+           "SVCB and TXT under _agents", "draft-mozleywilliams-dnsop-dnsaid-02"),
+    _draft("ans-v2", "ANS v2 in the DNS: _ans TXT, then the host's HTTPS, TLSA and "
+           "_ans-badge TXT", "draft-narajala-courtney-ansv2"),
+    _draft("dn-anr", "DN-ANR: the agent's _agent SVCB (version and protocol keys) and key "
+           "TXT", "draft-cui-dns-native-agent-naming-resolution-02"),
+    _draft("aid", "AID: one TXT at _agent._<proto>.<host> (v=aid1, URI, protocol)",
+           "draft-nemethi-aid-agent-identity-discovery-00 (AID v1.2)"),
+    _draft("dns-sd", "DNS-SD: PTR browse of the organisation's _<proto>._tcp, then the "
+           "instance's SRV and TXT", "RFC 6763"),
 )}
 
 

@@ -83,6 +83,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--aaaa", action="store_true",
                    help="tool targets also get AAAA records (fd74:6f6f:6c73::<IPv4>, a ULA) "
                    "beside A; glue stays IPv4")
+    p.add_argument("--org-zones", action="store_true",
+                   help="the root also delegates example., where every tool's organisation "
+                   "publishes it as DNS-AID, ANS v2, DN-ANR, AID and DNS-SD do "
+                   "(docs/schemes.md)")
 
 
 def _dot_problem(args: argparse.Namespace) -> str | None:
@@ -129,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
     ns = namespace(args)
     hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer,
                                 option_code=args.option_code,
-                                packet_cache_bytes=args.packet_cache_bytes, aaaa=args.aaaa)
+                                packet_cache_bytes=args.packet_cache_bytes, aaaa=args.aaaa,
+                                org_zones=args.org_zones)
     anchor = None
     if args.sign:
         from sim.build.trust import sign_hierarchy

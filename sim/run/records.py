@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from mypy_extensions import mypyc_attr
 
+from nodes.agent.pipeline import PipelineResult
 from nodes.agent.session import JobInfo
 from nodes.agent.stub import StubResult
 from nodes.dns.wire import parse_intent_qname
@@ -130,6 +131,9 @@ def query_record(sc: Scenario, engine: str, scheme: DnsScheme, job: Job, stub: S
         items, n = _walk_examined(w, zone_of, cand)
         examined += items
         passes += n
+    if isinstance(stub, PipelineResult):  # the agent's own search of its mirror
+        examined += stub.searched
+        passes += 1
     encodings = min(passes, 1) if scheme.send_embedding else passes
     truth = set(job.query.truth)
     steps = [s for w in walks for s in w.steps]
@@ -246,7 +250,14 @@ def _compute_ns(search: SearchCost, encodings: int, items: int) -> int:
 
 def _round_trips(walks: list[DiscoveryResult], stub: StubResult) -> int:
     """Sequential upstream rounds: the walks' rounds, counting the parallel A queries of a
-    qname-style agent's second round once (their longest walk)."""
+    qname-style agent's second round once (their longest walk), and each round of a
+    pipeline agent's parallel questions once (its longest walk)."""
+    if isinstance(stub, PipelineResult):
+        longest: dict[int, int] = {}
+        for w in walks:
+            qid = w.client[1] if w.client is not None else -1
+            longest[qid] = max(longest.get(qid, 0), w.rounds)
+        return sum(max((longest.get(q, 0) for q in ids), default=0) for ids in stub.rounds)
     if not stub.a_ids:
         return sum(w.rounds for w in walks)
     a_ids = set(stub.a_ids)

@@ -26,6 +26,7 @@ from sim.build.registries import (
     registry_tools,
     tls_sizes,
 )
+from sim.catalog.strategies import STRATEGIES
 from sim.schemes import RegistryScheme, scheme_kinds
 from topologies.synthetic import synthetic
 
@@ -41,7 +42,7 @@ def ns():
 def test_registry_kinds_agree() -> None:
     """One table names the kinds (sim); the client's own Literal (nodes) must match it."""
     assert list(REGISTRIES) == list(get_args(RegistryKind))
-    assert scheme_kinds() == ["tooldns", *REGISTRIES]
+    assert scheme_kinds() == [*STRATEGIES, *REGISTRIES]
     assert RegistryScheme.model_json_schema()["properties"]["kind"]["enum"] == list(REGISTRIES)
     assert registry_kind("ans") == "ans"
     with pytest.raises(ValueError, match="no registry client speaks kind 'toy'"):
