@@ -14,7 +14,8 @@ draft's records, each at the owner names its draft gives (versions in :data:`DRA
   ``key65400``, agent protocol ``key65402``);
 * ANS v2 (the ANS registry's DNS profile, TTL 3600): ``_ans.<host>`` TXT (``v=ans1;
   version=v1.0.0; p=…; mode=direct; url=…``), the host's HTTPS record,
-  ``_ans-badge.<host>`` TXT (transparency-log URL) and ``_443._tcp.<host>`` TLSA 3 0 1;
+  ``_ans-badge.<host>`` TXT (transparency-log URL) and ``_<port>._tcp.<host>`` TLSA 3 0 1
+  (one per TLS port);
 * DN-ANR (-01): ``_agent.<host>`` SVCB with its private keys (key65480 version, key65481
   protocols) and the identity TXT (``v=1;kid=…;alg=Ed25519;pk=…``);
 * AID (v1.2): one TXT at the protocol-specific node ``_agent._<proto>.<host>``
@@ -155,7 +156,7 @@ def tool_records(p: Publication, ttls: Ttls, aaaa: bool) -> list[StaticRecord]:
     out.append(StaticRecord(f"_ans-badge.{host}", TXT, _ANS_TTL, _txt(
         f"v=ans-badge1; version=v1.0.0; url=https://tlog.{ORG_TLD.rstrip('.')}/v1/agents/"
         f"{uuid.UUID(bytes=_digest(p.tool_id, 'badge')[:16])}")))
-    out.append(StaticRecord(f"_443._tcp.{host}", TLSA, _ANS_TTL,
+    out.append(StaticRecord(f"_{port}._tcp.{host}", TLSA, _ANS_TTL,
                             (bytes([3, 0, 1]) + _digest(p.tool_id, "certificate"),)))
     # DN-ANR -01: _agent SVCB with version and protocols, the identity TXT
     out.append(StaticRecord(f"_agent.{host}", SVCB, ttl, _svcb(1, host, [

@@ -21,7 +21,8 @@ import networkx as nx
 from topologies.graphnodes import Node, node_key, sorted_nodes
 from topologies.paths import route_weight
 
-RoleKind = Literal["root", "tld", "intermediate", "leaf", "resolver", "agent", "registry"]
+RoleKind = Literal["root", "tld", "intermediate", "leaf", "resolver", "agent", "registry",
+                   "org"]
 Strategy = Literal["default", "random", "same-node"]
 ROLE_KINDS: tuple[str, ...] = get_args(RoleKind)
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
@@ -59,8 +60,11 @@ def place(graph: nx.Graph, roles: Sequence[Role], seed: int,
     distance to the agents (nodes without clients first), registries likewise from the
     farthest; intermediate and leaf servers go round-robin over the nodes without root/TLD
     servers, sorted then shuffled with ``seed``, one slot per organisation (all its servers on
-    one site) or per server without one. ``"random"``: every role on a uniformly drawn node.
-    ``"same-node"``: all on one node (zero network delay). Deterministic for equal inputs.
+    one site) or per server without one; then the servers of the organisations' own zones
+    (``org``: ``example.`` and its hosting servers, :mod:`topologies.orgzones`) continue the
+    same round-robin, so adding them moves no other node. ``"random"``: every role on a
+    uniformly drawn node. ``"same-node"``: all on one node (zero network delay).
+    Deterministic for equal inputs.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown placement strategy {strategy!r}; "
@@ -144,4 +148,7 @@ def _place_default(graph: nx.Graph, nodes: list[Node], roles: list[Role],
         slot += 1
         if r.group is not None:
             site[r.group] = where[r.id]
+    for r in of_kind["org"]:  # last: the draws above are the same with or without them
+        where[r.id] = pool[slot % len(pool)]
+        slot += 1
     return where

@@ -10,7 +10,9 @@ would fail the draft's client. Versions: :data:`topologies.orgzones.DRAFTS`.
   protocol), then the agent's SVCB at its name; the endpoint is the SVCB's TargetName
   and ``port`` (its protocol in ``key65402``).
 * ``ans-v2``: ``_ans.<host>`` TXT (the endpoint URL and protocol), then the host's HTTPS
-  record, its ``_443._tcp`` TLSA record and the ``_ans-badge`` TXT in parallel.
+  record with what its verification tier requires, in parallel: gold (the default) the
+  ``_<port>._tcp`` TLSA record and the ``_ans-badge`` TXT, silver the TLSA record, bronze
+  nothing more (``ans-v2-silver``, ``ans-v2-bronze``).
 * ``dn-anr``: ``_agent.<host>`` SVCB and TXT (the agent's key) in parallel.
 * ``aid``: ``_agent._<proto>.<host>`` TXT (the protocol-specific node, which a client that
   knows the protocol asks first); exactly one ``v=aid1`` record, whose ``u=`` URI's host
@@ -73,13 +75,6 @@ def _fields(text: str, sep: str) -> dict[str, str]:
     return out
 
 
-def _svcb_endpoint(answers: Answers, q: Question) -> tuple[str, int] | None:
-    for rr in records(answers, q):
-        params = svcb.params(rr)
-        return normalise(svcb.target(rr, q[0])), int(params.get("port", "443"))
-    return None
-
-
 # ------------------------------------------------------------------------------ DNS-AID
 
 def _index(c: Candidate) -> Question:
@@ -122,26 +117,71 @@ def _ans_url(c: Candidate, answers: Answers) -> str | None:
     return None
 
 
-def _ans_resolve(c: Candidate, answers: Answers) -> list[Question] | None:
+def url_endpoint(url: str) -> tuple[str, int] | None:
+    """The host and port of an ``https://`` URL a record gave, or None when it is not one
+    (any other scheme, no host, a bad port: records are hostile input)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 443
+    except ValueError:
+        return None
+    host = parts.hostname or ""
+    if parts.scheme != "https" or not host or len(host) > 253:
+        return None
+    return normalise(host), port
+
+
+#: ANS's verification tiers (the ANS registry's design): what a client asks beside the
+#: host's HTTPS record and requires before it connects. Bronze trusts PKIX alone; silver
+#: pins the server key with the DANE TLSA record at ``_<port>._tcp``; gold also requires
+#: the transparency-log badge (its inclusion proof is fetched over HTTPS by real clients,
+#: which the testbed does not model: docs/schemes.md).
+ANS_TIERS = ("gold", "silver", "bronze")
+
+
+def _ans_checks(tier: str, host: str, port: int) -> list[Question]:
+    checks = [] if tier == "bronze" else [(f"_{port}._tcp.{host}", TLSA)]
+    return checks + ([(f"_ans-badge.{host}", TXT)] if tier == "gold" else [])
+
+
+def _ans_where(c: Candidate, answers: Answers) -> tuple[str, int] | None:
+    """The endpoint the ``_ans`` record names, if its host is the agent's own name (ANS:
+    a url's host MUST be the agent's FQDN)."""
     url = _ans_url(c, answers)
-    if url is None:
-        return None
-    host = normalise(urlsplit(url).hostname or "")
-    # the gold tier: the HTTPS hint, the TLSA record and the transparency-log badge
-    return [(host, svcb.TYPE_HTTPS), (f"_443._tcp.{host}", TLSA), (f"_ans-badge.{host}", TXT)]
+    where = url_endpoint(url) if url is not None else None
+    return where if where is not None and where[0] == c.host else None
 
 
-def _ans_locate(c: Candidate, answers: Answers) -> tuple[str, int] | None:
-    url = _ans_url(c, answers)
-    if url is None:
-        return None
-    host = normalise(urlsplit(url).hostname or "")
-    if not records(answers, (f"_443._tcp.{host}", TLSA)):  # no key to pin: not trusted
-        return None
-    return _svcb_endpoint(answers, (host, svcb.TYPE_HTTPS)) or (host, 443)
+def _ans_resolve(tier: str) -> Round:
+    def ask(c: Candidate, answers: Answers) -> list[Question] | None:
+        where = _ans_where(c, answers)
+        if where is None:
+            return None
+        host, port = where
+        return [(host, svcb.TYPE_HTTPS), *_ans_checks(tier, host, port)]
+    return ask
 
 
-ANS_V2 = Draft("ans-v2", (lambda c, a: [_ans(c)], _ans_resolve), _ans_locate)
+def _ans_locate(tier: str) -> Locate:
+    def locate(c: Candidate, answers: Answers) -> tuple[str, int] | None:
+        where = _ans_where(c, answers)
+        if where is None:
+            return None
+        host, port = where
+        for q in _ans_checks(tier, host, port):  # a check that found nothing: not trusted
+            found = records(answers, q)
+            if q[1] == TXT and not any(_fields(_txt(rr), ";").get("v") == "ans-badge1"
+                                       for rr in found):
+                return None
+            if not found:
+                return None
+        return host, port
+    return locate
+
+
+def _ans_v2(tier: str) -> Draft:
+    name = "ans-v2" if tier == "gold" else f"ans-v2-{tier}"
+    return Draft(name, (lambda c, a: [_ans(c)], _ans_resolve(tier)), _ans_locate(tier))
 
 # ------------------------------------------------------------------------------ DN-ANR
 
@@ -178,8 +218,7 @@ def _aid_locate(c: Candidate, answers: Answers) -> tuple[str, int] | None:
         return None
     for fields in valid:
         if fields.get("p") == _AID_PROTO.get(c.service):
-            uri = urlsplit(fields["u"])
-            return normalise(uri.hostname or ""), uri.port or 443
+            return url_endpoint(fields["u"])
     return None
 
 
@@ -212,4 +251,5 @@ def _dnssd_locate(c: Candidate, answers: Answers) -> tuple[str, int] | None:
 DNS_SD = Draft("dns-sd", (lambda c, a: [_browse(c)], _dnssd_listed), _dnssd_locate)
 
 #: every draft's client by name
-DRAFTS: dict[str, Draft] = {d.name: d for d in (DNS_AID, ANS_V2, DN_ANR, AID, DNS_SD)}
+DRAFTS: dict[str, Draft] = {d.name: d for d in (DNS_AID, *map(_ans_v2, ANS_TIERS), DN_ANR,
+                                                AID, DNS_SD)}

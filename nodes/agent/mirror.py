@@ -43,6 +43,11 @@ class Mirror:
     cost: SearchCost
     _indexes: dict[str, tuple[list[int], Ranker]] = field(default_factory=dict, repr=False)
 
+    def __getstate__(self) -> dict[str, object]:
+        """Shipped to another process without its indexes (rebuilt there on first use:
+        a ranker may be a closure, which does not pickle)."""
+        return {**self.__dict__, "_indexes": {}}
+
     def _service(self, service: str) -> tuple[list[int], Ranker]:
         entry = self._indexes.get(service)
         if entry is None:

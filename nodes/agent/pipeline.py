@@ -20,13 +20,13 @@ from typing import Any
 
 from dnslib import RCODE, DNSRecord
 
-from nodes.agent.drafts import DRAFTS, Answers, Question
+from nodes.agent.drafts import DRAFTS, Answers, Draft, Question
 from nodes.agent.mirror import Candidate, Mirror
 from nodes.agent.stub import StubResult
 from nodes.dns import svcb
 from nodes.dns.codec import parse_message
 from nodes.dns.ids import message_id
-from nodes.dns.message import encode_query
+from nodes.dns.message import encode_query, plain_name
 from nodes.dns.wire import DEFAULT_EDNS_SIZE, DEFAULT_OPTION_CODE, normalise
 from nodes.dns.zone import Address
 from nodes.resolver.types import Discovery, Endpoint, Outgoing, Step, Transport
@@ -84,7 +84,7 @@ class PipelineAgent:
         self.edns_size = edns_size
         self.name = name
         self.aaaa = aaaa
-        self.draft = DRAFTS[draft]
+        self.draft_name = draft  # the client by name: its rounds are functions (not pickled)
         self.mirror = mirror
         self._pending: dict[int, _Ask] = {}
         self._starts: list[tuple[float, PipelineResult]] = []  # searches computing
@@ -92,11 +92,15 @@ class PipelineAgent:
         self._done: list[StubResult] = []
         self.ignored = 0
 
+    @property
+    def draft(self) -> Draft:
+        return DRAFTS[self.draft_name]
+
     def instance(self) -> PipelineAgent:
         """An agent as this one was built (the mirror shared: read-only)."""
         new = type(self)(self.resolver, copy_rng(self.rng), self.option_code, self.timeout,
                          self.attempts, self.edns_size, self.name, self.aaaa,
-                         self.draft.name, self.mirror)
+                         self.draft_name, self.mirror)
         new.id_source = self.id_source
         return new
 
@@ -172,8 +176,7 @@ class PipelineAgent:
             qid = message_id(ids)
         qname, qtype = question
         wire = encode_query(qid, 0x0100, qname, qtype, [], self.edns_size)  # RD set
-        if wire is None:
-            raise ValueError(f"{qname}: not a name the agent can ask")
+        assert wire is not None  # _askable checked the name
         step = Step(qname=qname, qtype=_TYPE_NAMES.get(qtype, str(qtype)),
                     server=self.resolver, transport=transport, sent=now, rtt=None,
                     bytes_out=len(wire), bytes_in=0, outcome="sent", with_intent=False,
@@ -187,12 +190,18 @@ class PipelineAgent:
         self._out.append(Outgoing(wire, self.resolver, transport))
         return qid
 
-    def _ask_round(self, result: PipelineResult, questions: list[Question], now: float) -> None:
+    def _ask_round(self, result: PipelineResult, questions: list[Question], now: float) -> bool:
+        """Send a round's new questions; False when none could be asked (a name from a
+        record that is no DNS name is a failed question, never sent)."""
         fresh = [q for q in dict.fromkeys(questions) if q not in result.answers]
         for q in fresh:
-            result.answers[q] = None  # asked; the answer replaces it
+            result.answers[q] = None  # asked (or unaskable); an answer replaces it
+        fresh = [q for q in fresh if _askable(q[0])]
+        if not fresh:
+            return False
         result.waiting = len(fresh)
         result.rounds.append([self._send(result, q, 0, "udp", now) for q in fresh])
+        return True
 
     def _answered(self, result: PipelineResult, question: Question, msg: DNSRecord | None,
                   now: float) -> None:
@@ -218,8 +227,7 @@ class PipelineAgent:
                     kept.append(c)
                     questions += asked
             result.candidates = kept
-            if any(q not in result.answers for q in questions):
-                self._ask_round(result, questions, now)
+            if self._ask_round(result, questions, now):
                 return
         if result.stage == len(rounds):  # locate the endpoints, then their addresses
             result.stage += 1
@@ -229,8 +237,7 @@ class PipelineAgent:
                     result.located.append((c, *where))
             missing = [(t, TYPE_A) for _, t, _ in result.located
                        if _address(result.answers, t) is None]
-            if any(q not in result.answers for q in missing):
-                self._ask_round(result, missing, now)
+            if self._ask_round(result, missing, now):
                 return
         self._finish(result, now)
 
@@ -247,6 +254,12 @@ class PipelineAgent:
                             else "no candidate resolved")
         result.rcode = result.rcode or ("NOERROR" if endpoints else "")
         self._done.append(result)
+
+
+def _askable(name: str) -> bool:
+    """Whether the agent's encoder writes ``name`` (letters, digits, ``-``, ``_``; labels of
+    1-63 bytes; at most 255 in all): names from records are hostile input."""
+    return plain_name(name) is not None
 
 
 def _address(answers: Answers, target: str) -> str | None:

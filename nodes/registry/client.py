@@ -45,7 +45,7 @@ from nodes.scoring import ScoreIndex, Scorer, top_k
 
 #: The registries this client speaks (the simulator's table, ``sim.build.registries``,
 #: names the same kinds; nodes cannot import it, a test checks the two agree).
-RegistryKind = Literal["agentdns", "ans"]
+RegistryKind = Literal["agentdns", "ans-v0"]
 
 
 def registry_kind(name: str) -> RegistryKind:
@@ -169,7 +169,7 @@ class RegistryAgent:
     def __init__(self, registry: Address, host: str, config: RegistryConfig,
                  scorer: Scorer | None = None, ca: x509.Certificate | None = None,
                  name: str = "agent") -> None:
-        if config.kind == "ans" and (scorer is None or (config.verify and ca is None)):
+        if config.kind == "ans-v0" and (scorer is None or (config.verify and ca is None)):
             raise ValueError("an ANS agent needs a scorer (intent → capability) and the CA")
         self.registry = registry
         self.host = host

@@ -70,6 +70,15 @@ class Hierarchy:
         """
         return self.encoder is None
 
+    def zone_servers(self) -> dict[str, str]:
+        """Every zone the servers hold -> the address of its first server (a hosting
+        server of the organisations' zones holds many; ``zone_of`` names one of them)."""
+        out: dict[str, str] = {}
+        for address, server in self.servers.items():
+            for zone in server.zones:
+                out.setdefault(zone, address)
+        return out
+
     def reset(self) -> None:
         """Forget what the last run left on the servers: counters, packet caches, signers
         (zone data, parsed names and score indexes stay: they depend on the zones only)."""
@@ -178,8 +187,7 @@ def build_hierarchy(
                 packet_cache=packet_cache, packet_cache_bytes=packet_cache_bytes,
                 transfer_acl=allow_transfer)
             zone_of[address] = held[0]
-            role = "tld" if held == (orgs.tld.name,) else "leaf"
-            manifest.append({"role": role, "zone": held[0], "host": zones[0].servers[0].host,
+            manifest.append({"role": "org", "zone": held[0], "host": zones[0].servers[0].host,
                              "address": address, "org": None})
     return Hierarchy(ns, servers, zone_of, root_hints, name, manifest, option_code, given,
                      encoder if per_server else None, frozenset(publishes))

@@ -23,7 +23,7 @@ from typing import Any, Final, Literal, cast, get_args
 
 Level = Literal["exact", "statistical", "no"]
 Feature = Literal["registries", "faults", "capture", "dot", "sessions", "churn", "dense",
-                  "shards"]
+                  "shards", "drafts"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,8 @@ FEATURES: Mapping[Feature, FeatureInfo] = MappingProxyType({
     "churn": FeatureInfo("tool churn", "workload.churn"),
     "dense": FeatureInfo("dense scorer", "namespace.scorer: dense"),
     "shards": FeatureInfo("sharding over Ray workers", "engine_options.shards"),
+    "drafts": FeatureInfo("DNS-native drafts", "schemes[].kind: dns-aid | ans-v2 | dn-anr | "
+                          "aid | dns-sd"),
 })
 
 
@@ -133,6 +135,8 @@ _NODE_FAULTS = ("each sending node's socket adapter applies the same FaultPlan (
 _REAL_TIME_CHURN = ("changes applied at their workload times on the wall clock: a query in "
                     "flight at a change may see either side of it")
 _NOT_SHARDED = "a sharded run is the simulation split over Ray workers"
+_DRAFTS_REAL = ("the hosting servers on real sockets; each agent searches its own copy of the "
+                "mirror and asks the same questions")
 
 ENGINES: dict[str, EngineInfo] = {
     e.name: e
@@ -157,6 +161,8 @@ ENGINES: dict[str, EngineInfo] = {
                 shards=Support(EXACT, "over Ray workers: per query exact while link delays "
                                       "do not change the walk; delay draws, queueing and "
                                       "latency approximated"),
+                drafts=Support(EXACT, "the reference: the organisations' zones on their "
+                                      "servers, the pipeline agents' rounds in virtual time"),
             )),
         EngineInfo(
             "live", "sim.engines.live:run_live", "real UDP/TCP sockets on loopback (asyncio)",
@@ -175,6 +181,7 @@ ENGINES: dict[str, EngineInfo] = {
                 dense=Support(EXACT, "the servers embed their tools with MiniLM in this "
                                      "process"),
                 shards=Support(NO, _NOT_SHARDED),
+                drafts=Support(EXACT, _DRAFTS_REAL),
             ), loopback=True),
         EngineInfo(
             "ray", "sim.engines.ray:run_ray", "Ray actors, each serving nodes on real sockets",
@@ -192,6 +199,7 @@ ENGINES: dict[str, EngineInfo] = {
                 dense=Support(EXACT, "the driver embeds tools and intents and ships the "
                                      "vectors: no actor loads the model"),
                 shards=Support(NO, _NOT_SHARDED),
+                drafts=Support(EXACT, _DRAFTS_REAL),
             ), loopback=True),
         EngineInfo(
             "mininet", "sim.engines.mininet:run_mininet",
@@ -210,6 +218,7 @@ ENGINES: dict[str, EngineInfo] = {
                 dense=Support(EXACT, "the driver embeds tools and intents and ships the "
                                      "vectors: no host loads the model"),
                 shards=Support(NO, _NOT_SHARDED),
+                drafts=Support(EXACT, _DRAFTS_REAL),
             )),
     )
 }
@@ -231,6 +240,8 @@ SHARDED: Mapping[Feature, Support] = MappingProxyType({
                          "carry no change schedule"),
     "dense": Support(EXACT, "each worker builds the dense servers per scheme (the model is "
                             "needed on every machine)"),
+    "drafts": Support(EXACT, "each shard's agents search the mirror and resolve as in one "
+                             "run"),
 })
 
 

@@ -32,7 +32,8 @@ REGISTRIES: dict[str, RegistryEntry] = {e.name: e for e in (
     RegistryEntry("agentdns", "AgentDNS: a central registry searched over HTTP with bearer "
                   "tokens", "AgentDNS (Cui et al., 2025), as the ToolDNS paper describes it",
                   "sim.build.registries:agentdns_app"),
-    RegistryEntry("ans", "ANS: capability search, signed answers under the registry's "
-                  "certificate", "draft-narajala-ans-00 (expired; superseded by "
-                  "draft-narajala-courtney-ansv2)", "sim.build.registries:ans_app"),
+    RegistryEntry("ans-v0", "ANS v0 (superseded): capability search, signed answers under "
+                  "the registry's certificate", "draft-narajala-ans-00 (expired; superseded "
+                  "by draft-narajala-courtney-ansv2: kind ans-v2)",
+                  "sim.build.registries:ans_app"),
 )}

@@ -97,13 +97,16 @@ _DRAFT = ("the draft's client asks plain questions of a stock recursive resolver
           "search is the agent's own")
 
 
-def _draft(kind: str, summary: str, spec: str) -> DnsStrategy:
+def _draft(kind: str, summary: str, spec: str,
+           modes: Mapping[str, str] | None = None) -> DnsStrategy:
     """A DNS-native draft's scheme: search a local mirror of the catalogue, then resolve
     the chosen agents with the draft's records (nodes.agent.drafts) through a stock
-    resolver; the organisations' zones publish them."""
+    resolver; the organisations' zones publish them. ``modes``: mode -> the draft's client
+    (nodes.agent.drafts.DRAFTS) when the draft has variants (default: mirror -> kind)."""
     return DnsStrategy(kind, summary, spec, modes={
-        "mirror": Mode("qname", agent="nodes.agent.pipeline:PipelineAgent",
-                       agent_options={"draft": kind}, fixed=_PLAIN, why=_DRAFT, mirror=True)},
+        mode: Mode("qname", agent="nodes.agent.pipeline:PipelineAgent",
+                   agent_options={"draft": client}, fixed=_PLAIN, why=_DRAFT, mirror=True)
+        for mode, client in (modes or {"mirror": kind}).items()},
         publishes=("orgzones",))
 
 
@@ -122,11 +125,15 @@ STRATEGIES: dict[str, DnsStrategy] = {s.kind: s for s in (
                                  "merge": "auto", "send_embedding": False}, why=_STOCK),
         }),
     _draft("dns-aid", "DNS-AID: the organisation's _index._agents TXT, then the agent's "
-           "SVCB and TXT under _agents", "draft-mozleywilliams-dnsop-dnsaid-02"),
-    _draft("ans-v2", "ANS v2 in the DNS: _ans TXT, then the host's HTTPS, TLSA and "
-           "_ans-badge TXT", "draft-narajala-courtney-ansv2"),
+           "SVCB at its name", "draft-mozleywilliams-dnsop-dnsaid-02 (records as its "
+           "reference implementation dns-aid-core writes them)"),
+    _draft("ans-v2", "ANS v2 in the DNS: _ans TXT, then the host's HTTPS record and what the "
+           "verification tier requires (gold: TLSA and the _ans-badge TXT; silver: TLSA; "
+           "bronze: nothing more)", "draft-narajala-courtney-ansv2-01 (the ANS registry's "
+           "ans-txt profile)",
+           modes={"gold": "ans-v2", "silver": "ans-v2-silver", "bronze": "ans-v2-bronze"}),
     _draft("dn-anr", "DN-ANR: the agent's _agent SVCB (version and protocol keys) and key "
-           "TXT", "draft-cui-dns-native-agent-naming-resolution-02"),
+           "TXT", "draft-cui-dns-native-agent-naming-resolution-01"),
     _draft("aid", "AID: one TXT at _agent._<proto>.<host> (v=aid1, URI, protocol)",
            "draft-nemethi-aid-agent-identity-discovery-00 (AID v1.2)"),
     _draft("dns-sd", "DNS-SD: PTR browse of the organisation's _<proto>._tcp, then the "

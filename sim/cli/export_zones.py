@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--aaaa", action="store_true",
                    help="tool targets also get AAAA records (fd74:6f6f:6c73::<IPv4>, a ULA) "
                    "beside A, as `tooldns serve --aaaa` serves them")
+    p.add_argument("--org-zones", action="store_true",
+                   help="also the organisations' zones under example. (the DNS-native "
+                   "drafts' records), as `tooldns serve --org-zones` serves them")
     add_dnssec_args(p, "--sign", "write the zones signed (DNSKEY, DS, NSEC chain, RRSIG), "
                     "as `tooldns serve --dnssec` serves them")
 
@@ -58,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         error("export-zones", problem)
         return 2
     ns = namespace(args)
-    hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer, aaaa=args.aaaa)
+    hierarchy = build_hierarchy(ns, replicas=args.replicas, scorer=args.scorer, aaaa=args.aaaa,
+                                org_zones=args.org_zones)
     anchor = None
     if args.sign:
         from sim.build.trust import sign_hierarchy

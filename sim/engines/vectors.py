@@ -137,7 +137,7 @@ def _services(plan: RunPlan, agent: str | None = None) -> list[str]:
 
 def _ans_agents(plan: RunPlan) -> Iterator[tuple[str, RegistryAgent, CachedEncoder]]:
     for ip, agent in plan.agents.items():
-        if isinstance(agent, RegistryAgent) and agent.config.kind == "ans":
+        if isinstance(agent, RegistryAgent) and agent.config.kind == "ans-v0":
             encoder = _encoder(agent.scorer)
             if encoder is not None:
                 yield ip, agent, encoder

@@ -109,10 +109,8 @@ def export_zones(hierarchy: Hierarchy, out_dir: str | Path, source: str = "") ->
     result = Export(out)
     texts: dict[str, str] = {}
     too_big: list[str] = []  # zones BIND will not load (an RRset over 64 KiB of RDATA)
-    for address, server in hierarchy.servers.items():  # the first replica of each zone
-        zone = hierarchy.zone_of[address]
-        if zone in texts:
-            continue
+    for zone, address in hierarchy.zone_servers().items():  # the first replica of each
+        server = hierarchy.servers[address]
         data = server.zone_data(zone)
         check_zone(data)  # before its records are encoded (a bad name would break that)
         if (problem := _zone_name_problem(zone)) is not None:

@@ -41,6 +41,8 @@ from sim.interop.probe import (
     ask,
     cursor_body,
     denial_body,
+    draft_questions,
+    drafts_body,
     leaf_ranking,
     plain_body,
     qname_body,
@@ -167,10 +169,11 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
     from sim.build.hierarchy import build_hierarchy
     from sim.run.capture import Capture, read_packets
     from sim.sockets.hierarchy import LiveHierarchy
+    from topologies.orgzones import publications
 
     started = time.time()
     ns = _namespace(catalog, limit, tools, branching, depth, seed)
-    hierarchy = build_hierarchy(ns)
+    hierarchy = build_hierarchy(ns, org_zones=True)  # the drafts' records under example.
     intents, leaf, other = _pick(ns)
     live = LiveHierarchy(hierarchy, port=PORT, resolver_address=AWARE)
     capture = Capture(workdir / "lo.pcap", f"udp port {PORT} or tcp port {PORT}",
@@ -180,6 +183,10 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
         await live.start()
         ctx = await _context(live, hierarchy, workdir, intents, leaf, other, verbose_logs,
                              _candidates(ns))
+        pub = next(p for p in publications(ns).values() if p.service == SERVICE)
+        ctx.drafts = draft_questions(pub.host, pub.domain, pub.service, pub.dnssd_instance,
+                                     pub.port)
+        ctx.draft_host = (pub.host, pub.address)
         variants = [v for v in VARIANTS if v in variants]
         if "plain" not in variants:  # the reference answers come from the plain baseline
             await _aware_baseline(ctx, "plain", {})
@@ -202,6 +209,7 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
         "seconds": round(time.time() - started, 2), "variants": list(variants),
         "versions": {n: SPECS[n].version() for n in resolvers},
         "option_code": hierarchy.option_code,
+        "drafts": ctx.drafts, "draft_host": list(ctx.draft_host),
     }
     return finalise(out, meta)
 
@@ -235,7 +243,8 @@ async def _resolver(ctx: Context, spec: Spec, variant: str, results: dict[str, A
     bodies: list[tuple[str, Callable[[Prober], Any]]]
     if variant == "plain":
         bodies = [("cursor", cursor_body(ctx)), ("qname", qname_body(ctx)),
-                  ("plain", plain_body(ctx)), ("rank", rank_body(ctx))]
+                  ("plain", plain_body(ctx)), ("rank", rank_body(ctx)),
+                  ("drafts", drafts_body(ctx))]
     else:
         bodies = [("dnssec", plain_body(ctx, do=True)),
                   ("dnssec-qname", qname_body(ctx, do=True, follow=False))]

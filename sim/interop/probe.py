@@ -275,6 +275,10 @@ class Context:
     # targets in the order sent, and their SRV priorities
     rank_intents: list[str] = field(default_factory=list)
     ranking: dict[str, tuple[list[str], list[int]]] = field(default_factory=dict)
+    # the DNS-native drafts' questions about one tool (key, name, type) and its host's
+    # address (the organisations' zones, topologies.orgzones)
+    drafts: list[tuple[str, str, str]] = field(default_factory=list)
+    draft_host: tuple[str, str] = ("", "")
 
     @property
     def servers(self) -> frozenset[str]:
@@ -427,6 +431,31 @@ def plain_body(ctx: Context, do: bool = False) -> Callable[[Prober], Any]:
         await p.probe("A", ctx.target, "A", do=do)
         await p.probe("expanded SRV", expanded_name(SERVICE, ctx.leaf), "SRV", do=do)
     return body
+
+
+def drafts_body(ctx: Context) -> Callable[[Prober], Any]:
+    """Every DNS-native draft's questions about one tool (DNS-AID, ANS v2, DN-ANR, AID,
+    DNS-SD), then its host's A: what a draft's client asks an unmodified resolver."""
+
+    async def body(p: Prober) -> None:
+        for key, qname, qtype in ctx.drafts:
+            await p.probe(key, qname, qtype)
+        await p.probe("draft host A", ctx.draft_host[0], "A")
+    return body
+
+
+def draft_questions(host: str, domain: str, service: str, instance: str, port: int
+                    ) -> list[tuple[str, str, str]]:
+    """The drafts' questions about the tool at ``host`` (probe key, name, type)."""
+    return [("DNS-AID index", f"_index._agents.{domain}", "TXT"),
+            ("DNS-AID SVCB", host, "SVCB"),
+            ("ANS _ans", f"_ans.{host}", "TXT"), ("ANS HTTPS", host, "HTTPS"),
+            ("ANS TLSA", f"_{port}._tcp.{host}", "TLSA"),
+            ("ANS badge", f"_ans-badge.{host}", "TXT"),
+            ("DN-ANR SVCB", f"_agent.{host}", "SVCB"), ("DN-ANR TXT", f"_agent.{host}", "TXT"),
+            ("AID TXT", f"_agent._{service}.{host}", "TXT"),
+            ("DNS-SD PTR", f"_{service}._tcp.{domain}", "PTR"),
+            ("DNS-SD SRV", instance, "SRV"), ("DNS-SD TXT", instance, "TXT")]
 
 
 #: a label no zone holds: the NXDOMAIN probes' names start with it

@@ -17,7 +17,7 @@ from typing import Any
 from sim.interop.probe import by_priority, minimised
 
 ROWS = ("option forwarded", "cursor walk", "qname walk", "expanded SRV", "A", "DNSSEC",
-        "DNSSEC denial", "rank order")
+        "DNSSEC denial", "rank order", "DNS-native drafts")
 #: the denial probes (sim.interop.probe.denial_probes): expected RCODE and answer type
 DENIAL = {"NXDOMAIN": ("NXDOMAIN", None),
           "NXDOMAIN below an empty non-terminal": ("NXDOMAIN", None),
@@ -136,7 +136,30 @@ def _rows(row: dict, ref: dict, i1: str, i2: str, meta: dict) -> dict:
     rows["DNSSEC denial"] = _denial_row(row["variants"].get("dnssec"),
                                         row.get("kind") == "proxy")
     rows["rank order"] = _rank_row(pr, bad, meta)
+    rows["DNS-native drafts"] = _drafts_row(pr, bad, meta)
     return rows
+
+
+def _drafts_row(pr: dict, bad: dict | None, meta: dict) -> dict:
+    """Every draft's question answered NOERROR with its type (SVCB, HTTPS, TLSA, TXT, PTR,
+    SRV: no new record types, none special to a resolver), and the host's address."""
+    if bad and "DNS-SD TXT" not in pr:
+        return bad
+    failed = []
+    for key, _, qtype in meta.get("drafts", []):
+        p = pr.get(key)
+        if p is None:
+            failed.append(f"{key}: not run")
+        elif p["answer"].get("rcode") != "NOERROR" or qtype not in p["answer"].get("types", []):
+            failed.append(f"{key}: {_answer_text(p)}")
+    host, address = meta.get("draft_host", ("", ""))
+    a = pr.get("draft host A")
+    if a is None or a["answer"].get("a") != [address]:
+        failed.append(f"{host} A: {_answer_text(a)}")
+    if not meta.get("drafts"):
+        return _cell(None, "not run")
+    asked = len(meta["drafts"]) + 1
+    return _cell(not failed, "; ".join(failed) if failed else f"{asked}/{asked} answered")
 
 
 def rank_counts(probes: dict, meta: dict) -> dict[str, Any]:

@@ -147,6 +147,8 @@ def check_engine(sc: Scenario, engine: str, info: EngineInfo, capture: bool) -> 
         asked.append(("churn", "workload.churn"))
     if sc.namespace.scorer == "dense":
         asked.append(("dense", "namespace.scorer"))
+    asked += [("drafts", f"schemes.{s.name}: a DNS-native draft (kind {s.kind})")
+              for s in sc.dns_schemes() if "orgzones" in STRATEGIES[s.kind].publishes]
     if capture:
         asked.append(("capture", "--capture"))
     for feature, where in asked:

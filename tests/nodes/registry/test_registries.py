@@ -44,7 +44,7 @@ def test_registry_kinds_agree() -> None:
     assert list(REGISTRIES) == list(get_args(RegistryKind))
     assert scheme_kinds() == [*STRATEGIES, *REGISTRIES]
     assert RegistryScheme.model_json_schema()["properties"]["kind"]["enum"] == list(REGISTRIES)
-    assert registry_kind("ans") == "ans"
+    assert registry_kind("ans-v0") == "ans-v0"
     with pytest.raises(ValueError, match="no registry client speaks kind 'toy'"):
         registry_kind("toy")
     with pytest.raises(ValueError, match="unknown registry kind 'toy'"):
@@ -157,8 +157,8 @@ def test_agentdns_agent_discovers_in_one_call(ns) -> None:
 
 
 def test_ans_agent_verifies_signed_answers_and_revocation(ns) -> None:
-    setup = build_registry("ans", ns, make_scorer("bm25"), seed=1)
-    config = RegistryConfig(kind="ans", revocation=True, keepalive=True)
+    setup = build_registry("ans-v0", ns, make_scorer("bm25"), seed=1)
+    config = RegistryConfig(kind="ans-v0", revocation=True, keepalive=True)
     agent = RegistryAgent((setup.address, setup.port), REGISTRY_HOST, config,
                           scorer=make_scorer("bm25"), ca=setup.ca.cert)
     q = ns.queries[2]
@@ -181,9 +181,9 @@ def test_ans_agent_verifies_signed_answers_and_revocation(ns) -> None:
 
 
 def test_ans_agent_rejects_a_tampered_answer(ns) -> None:
-    setup = build_registry("ans", ns, make_scorer("bm25"), seed=1)
+    setup = build_registry("ans-v0", ns, make_scorer("bm25"), seed=1)
     agent = RegistryAgent((setup.address, setup.port), REGISTRY_HOST,
-                          RegistryConfig(kind="ans"), scorer=make_scorer("bm25"),
+                          RegistryConfig(kind="ans-v0"), scorer=make_scorer("bm25"),
                           ca=setup.ca.cert)
 
     def tamper(reply: bytes) -> bytes:  # redirect the endpoint, keep the length

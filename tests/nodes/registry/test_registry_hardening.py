@@ -37,7 +37,7 @@ def agentdns(ns):
 
 @pytest.fixture
 def ans(ns):
-    return build_registry("ans", ns, make_scorer("bm25"), seed=3)
+    return build_registry("ans-v0", ns, make_scorer("bm25"), seed=3)
 
 
 def _request(method: str, target: str, obj: object = None, token: str | None = None,

@@ -181,7 +181,7 @@ def test_registries_update_their_index_at_once() -> None:
     moved = replace(old, address="127.66.0.9", port=10001)
     added = replace(old, tool_id="new-1", name="fresh churnadd0", target=f"fresh.{data.name}",
                     description=old.description + " churnadd0", address="127.66.0.1")
-    for kind in ("agentdns", "ans"):
+    for kind in ("agentdns", "ans-v0"):
         app = build_registry(kind, ns, make_scorer("bm25"), 1).server.app
         app.apply_change([_registry_tool(moved, data.name), _registry_tool(added, data.name)])
         found = app.catalogue.search(f"{added.name} {added.description}", 3, old.service)
@@ -190,7 +190,7 @@ def test_registries_update_their_index_at_once() -> None:
         assert (now[old.tool_id].address, now[old.tool_id].port) == ("127.66.0.9", 10001)
         app.apply_change(remove=["new-1"])
         assert "new-1" not in {t.id for t in app.catalogue.tools}
-        if kind == "ans":
+        if kind == "ans-v0":
             assert _registry_tool(added, data.name).ans_name not in app._by_name
             assert app._by_name[_registry_tool(moved, data.name).ans_name].port == 10001
 

@@ -23,7 +23,7 @@ BASE = {
                 "link": {"delay": {"dist": "constant", "mean": 0.005}},
                 "resolvers": 1, "agents": 1},
     "schemes": [{"name": "agentdns", "kind": "agentdns", "k": 1},
-                {"name": "ans", "kind": "ans", "k": 1},
+                {"name": "ans", "kind": "ans-v0", "k": 1},
                 {"name": "tooldns", "k": 1}],
     "workload": {"queries": 8, "pool": 8, "arrival": {"process": "closed", "think": 0.0}},
     "outputs": {"plots": False},

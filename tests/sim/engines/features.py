@@ -49,7 +49,7 @@ COMPARISON = [{"name": "tooldns", "k": 3}, {"name": "global2", "k": 3, "beam": 2
                                              "search": "global"},
               {"name": "agentdns", "kind": "agentdns", "k": 3, "keepalive": True,
                "resolve": True},
-              {"name": "ans", "kind": "ans", "k": 3, "tls": True}]
+              {"name": "ans", "kind": "ans-v0", "k": 3, "tls": True}]
 
 
 def _registries() -> Scenario:
@@ -115,5 +115,12 @@ def _shards() -> Scenario:
                    "engine_options.shards.workers": 2})
 
 
+def _drafts() -> Scenario:
+    # every DNS-native draft: search the mirror, then the draft's questions
+    return base(schemes=[{"name": kind, "kind": kind, "k": 2}
+                         for kind in ("dns-aid", "ans-v2", "dn-anr", "aid", "dns-sd")])
+
+
 BUILDERS = {"registries": _registries, "faults": _faults, "capture": _capture, "dot": _dot,
-            "sessions": _sessions, "churn": _churn, "dense": _dense, "shards": _shards}
+            "sessions": _sessions, "churn": _churn, "dense": _dense, "shards": _shards,
+            "drafts": _drafts}

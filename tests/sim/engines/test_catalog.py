@@ -40,7 +40,7 @@ def test_docs_table_is_the_catalogues() -> None:
 
 def test_every_engine_declares_every_feature_once() -> None:
     assert list(FEATURES) == ["registries", "faults", "capture", "dot", "sessions", "churn",
-                              "dense", "shards"]
+                              "dense", "shards", "drafts"]
     for info in ENGINES.values():
         assert list(info.features) == list(FEATURES)
         assert all(s.level in ("exact", "statistical", "no") for s in info.features.values())

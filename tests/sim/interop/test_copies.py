@@ -8,7 +8,9 @@ that a QNAME-minimising resolver asks on its way down (RFC 9156), with the types
 minimising resolvers and agents ask (A, NS, SRV, TXT, AAAA). Rcode and answer must be
 ToolDNS's: an NXDOMAIN from a copy where ToolDNS has an empty non-terminal would, cached
 as RFC 8020 allows, deny every intent name below it. (The intent names themselves are
-answered per query by ToolDNS and cannot be copied; they are not compared.)
+answered per query by ToolDNS and cannot be copied; they are not compared.) The
+organisations' zones under ``example.`` (the DNS-native drafts' records) are exported,
+transferred and compared too, on every question of the drafts' clients.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 from nodes.dns.wire import PROTOCOLS, SERVICES, intent_qname
 from sim.build.hierarchy import Hierarchy, build_hierarchy
 from sim.interop.export import export_zones, knot_conf, nsd_conf
+from sim.interop.probe import draft_questions
 from tests.nodes.authoritative.test_zones import (
     Daemon,
     _ask,
@@ -34,6 +37,7 @@ from tests.nodes.authoritative.test_zones import (
     _wait_for,
     needs,
 )
+from topologies.orgzones import publications
 from topologies.synthetic import synthetic
 
 FIRST = "127.81.0.1"  # ToolDNS servers (addresses no other test uses)
@@ -72,7 +76,8 @@ def _answer(reply: dns.message.Message) -> tuple:
 def hierarchy() -> Hierarchy:
     # some leaves lack a service: _svc._tcp.<leaf> without records of it
     ns = synthetic(n_tools=60, branching=2, depth=2, seed=3, n_orgs=0)
-    return build_hierarchy(ns, first_address=FIRST, allow_transfer=[SECONDARY])
+    return build_hierarchy(ns, first_address=FIRST, allow_transfer=[SECONDARY],
+                           org_zones=True)
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +111,8 @@ def copies(hierarchy: Hierarchy, tooldns: int, tmp_path_factory: pytest.TempPath
            ) -> Iterator[tuple[dict[str, str], int]]:
     """NSD and Knot with the exported files, a Knot secondary by AXFR, each holding every
     zone (the walk's names never lie below a zone cut): {kind: address} and their port."""
-    zones = list(dict.fromkeys(hierarchy.zone_of.values()))
-    primary = {z: a for a, z in reversed(list(hierarchy.zone_of.items()))}
+    primary = hierarchy.zone_servers()  # the organisations' zones too
+    zones = list(primary)
     exported = tmp_path_factory.mktemp("copies") / "zones"
     export_zones(hierarchy, exported, source="tests/sim/interop/test_copies.py")
     port = _free_port([NSD, KNOT, SECONDARY])
@@ -143,24 +148,39 @@ def copies(hierarchy: Hierarchy, tooldns: int, tmp_path_factory: pytest.TempPath
 @pytest.mark.interop
 def test_copies_answer_the_walk_like_tooldns(hierarchy: Hierarchy, tooldns: int,
                                              copies: tuple[dict[str, str], int]) -> None:
-    where, their_port = copies
-    primary = {z: a for a, z in reversed(list(hierarchy.zone_of.items()))}
+    where = copies[0]
+    primary = hierarchy.zone_servers()
     transferred = sum(s.stats["axfr"] + s.stats["ixfr_full"] for s in hierarchy.servers.values())
     assert transferred >= len(primary)  # the secondary's zones came from ToolDNS
     mismatches, asked, rcodes = [], 0, set()
     for zone, address in primary.items():
+        if zone.endswith("example."):  # no walk there (test_copies_answer_the_drafts)
+            continue
         for name in _walk_names(zone):
             for rdtype in TYPES:
                 ours = _answer(_ask(address, tooldns, name, rdtype))
                 rcodes.add(ours[0])
-                for kind, theirs_at in where.items():
-                    theirs = _answer(_ask(theirs_at, their_port, name, rdtype))
-                    if theirs != ours:
-                        mismatches.append(f"{kind}: {name} {rdtype}: tooldns {ours}, {theirs}")
+                mismatches += _differing(copies, name, rdtype, ours)
                 asked += 1
-    assert not mismatches, f"{len(mismatches)} of {asked * len(where)} differ:\n" + "\n".join(
-        mismatches[:12])
+    _no_mismatch(mismatches, asked * len(where))
     assert rcodes == {"NOERROR"} and asked > 1000  # every walked name exists, on ToolDNS too
+
+
+def _differing(copies: tuple[dict[str, str], int], name: str, rdtype: str | int,
+               ours: tuple) -> list[str]:
+    """How each copy's answer to ``name``/``rdtype`` differs from ToolDNS's (``ours``)."""
+    where, port = copies
+    out = []
+    for kind, address in where.items():
+        theirs = _answer(_ask(address, port, name, rdtype))
+        if theirs != ours:
+            out.append(f"{kind}: {name} {rdtype}: tooldns {ours}, {theirs}")
+    return out
+
+
+def _no_mismatch(mismatches: list[str], asked: int) -> None:
+    assert not mismatches, f"{len(mismatches)} of {asked} differ:\n" + "\n".join(
+        mismatches[:12])
 
 
 def test_walk_names_cover_ents_and_unfolded_intents() -> None:
@@ -170,6 +190,31 @@ def test_walk_names_cover_ents_and_unfolded_intents() -> None:
     deep = [n for n in names if n.endswith("._skill._tcp.tools.") and n.count(".") == 5]
     assert len(deep) == 1  # the long intent: two word labels, so two unfolded names
     assert not any(n.startswith("k3.") for n in names)  # intent names: not comparable
+
+
+@needs("nsd", "knotd")
+@pytest.mark.live
+@pytest.mark.interop
+def test_copies_answer_the_drafts_like_tooldns(hierarchy: Hierarchy, tooldns: int,
+                                              copies: tuple[dict[str, str], int]) -> None:
+    """Every DNS-native draft's question about every tool (SVCB, HTTPS, TLSA, TXT, PTR,
+    SRV, A) and each organisation's NS, the same on every copy."""
+    primary = hierarchy.zone_servers()
+    mismatches: list[str] = []
+    asked = 0
+    for p in publications(hierarchy.namespace).values():
+        questions = [(q, t) for _, q, t in draft_questions(p.host, p.domain, p.service,
+                                                           p.dnssd_instance, p.port)]
+        for name, rdtype in [*questions, (p.host, "A"), (p.domain, "NS")]:
+            ours = _answer(_ask(primary[p.domain], tooldns, name, rdtype))
+            if name.startswith("_agent._skill."):  # AID has no token for skills
+                assert ours[0] == "NXDOMAIN", name
+            else:
+                assert ours[0] == "NOERROR" and ours[1], (name, rdtype, ours)
+            mismatches += _differing(copies, name, rdtype, ours)
+            asked += 1
+    _no_mismatch(mismatches, asked * len(copies[0]))
+    assert asked >= 14 * len(hierarchy.namespace.tools)
 
 
 @needs("nsd", "knotd")

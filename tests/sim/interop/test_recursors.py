@@ -134,6 +134,20 @@ def test_dnsdist_passes_the_option_to_the_aware_resolver(matrix: dict) -> None:
 
 @needs_root
 @pytest.mark.parametrize("name", RESOLVERS)
+def test_dns_native_drafts_resolve_unmodified(matrix: dict, name: str) -> None:
+    """DNS-AID, ANS v2, DN-ANR, AID and DNS-SD need nothing of a resolver: every question
+    of their clients (SVCB, HTTPS, TLSA, TXT, PTR, SRV) comes back with its type."""
+    _installed(name)
+    row = _row(matrix, name, "DNS-native drafts")
+    assert row["cell"] == "yes", row
+    svcb = _probe(matrix, name, "DN-ANR SVCB")["answer"]
+    assert svcb["types"] == ["SVCB"]
+    _host, address = matrix["meta"]["draft_host"]
+    assert _probe(matrix, name, "draft host A")["answer"]["a"] == [address]
+
+
+@needs_root
+@pytest.mark.parametrize("name", RESOLVERS)
 def test_expanded_srv_and_a_resolve_everywhere(matrix: dict, name: str) -> None:
     _installed(name)
     assert _row(matrix, name, "expanded SRV")["cell"] == "yes"

@@ -38,7 +38,7 @@ def test_stdlib_https_client_talks_to_live_registry(tmp_path: Path) -> None:
     from sim.sockets.registry import start_registry
 
     ns = synthetic(n_tools=200, branching=3, depth=2, seed=2, n_orgs=1, n_queries=10)
-    setup = build_registry("ans", ns, make_scorer("bm25"), seed=4, port=18443)
+    setup = build_registry("ans-v0", ns, make_scorer("bm25"), seed=4, port=18443)
     ca = tmp_path / "ca.pem"
     ca.write_text(setup.ca.cert_pem)
 

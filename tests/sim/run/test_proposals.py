@@ -81,3 +81,93 @@ def test_fields_a_draft_cannot_take_are_refused() -> None:
     sc = load_scenario(ROOT / "scenarios" / "proposals.yaml")
     with pytest.raises((ValueError, ScenarioError), match="does not apply to mode mirror"):
         sc.with_overrides({"schemes": [{"name": "d", "kind": "dns-aid", "warm": True}]})
+
+
+def test_ans_tiers_ask_what_they_verify(tmp_path: Path) -> None:
+    """ANS v2's verification tiers: gold asks the host's HTTPS record, the TLSA record and
+    the badge after _ans; silver leaves the badge out, bronze the TLSA record too."""
+    sc = load_scenario(ROOT / "scenarios" / "proposals.yaml").with_overrides({
+        "workload.queries": 10, "workload.pool": 10, "workload.phases": 1,
+        "namespace.tools": 300,
+        "schemes": [{"name": tier, "kind": "ans-v2", "mode": tier, "k": 2}
+                    for tier in ("gold", "silver", "bronze")]})
+    df = run_scenario(sc, out_dir=tmp_path).records.set_index(["scheme", "job"])
+    for tier, per in (("gold", 4), ("silver", 3), ("bronze", 2)):
+        rows = df.loc[tier]
+        assert rows.success.all()
+        n = rows.returned.str.split().str.len()
+        assert (rows.stub_attempts >= per * n).all() and (rows.stub_attempts <= per * n + n).all()
+    assert (df.loc["gold"].returned == df.loc["bronze"].returned).all()  # same endpoints
+
+
+def test_a_missing_badge_fails_gold_only() -> None:
+    from dnslib import RR, DNSRecord
+
+    from nodes.agent.drafts import DRAFTS
+    from nodes.agent.mirror import Candidate
+
+    c = Candidate("t1", "acme.example.", "bot", "mcp")
+    host = "bot.acme.example."
+
+    def answer(zone: str) -> DNSRecord:
+        msg = DNSRecord.question(zone.split()[0])
+        msg.add_answer(*RR.fromZone(zone))
+        return msg
+
+    answers = {
+        (f"_ans.{host}", 16): answer(f'_ans.{host} 3600 IN TXT "v=ans1; version=v1.0.0; '
+                                     f'p=mcp; mode=direct; url=https://bot.acme.example:8443/"'),
+        (host, 65): answer(f"{host} 3600 IN HTTPS 1 . alpn=h2 port=8443"),
+        (f"_8443._tcp.{host}", 52): answer(f"_8443._tcp.{host} 3600 IN TLSA 3 0 1 " + "ab" * 32),
+        (f"_ans-badge.{host}", 16): None,  # the badge did not resolve
+    }
+    assert DRAFTS["ans-v2"].locate(c, answers) is None
+    assert DRAFTS["ans-v2-silver"].locate(c, answers) == (host, 8443)
+    assert DRAFTS["ans-v2-bronze"].locate(c, answers) == (host, 8443)
+
+
+def test_hostile_records_fail_the_candidate_not_the_agent() -> None:
+    """Records are hostile input: a URL with a bad port, another scheme, a host that is not
+    the agent's (ANS), a name the agent cannot ask; and bytes that are no DNS message."""
+    import random
+
+    from dnslib import RR, DNSRecord
+
+    from nodes.agent.drafts import DRAFTS, url_endpoint
+    from nodes.agent.mirror import Candidate, Mirror
+    from nodes.agent.pipeline import PipelineAgent
+    from nodes.resolver.types import Discovery
+    from nodes.scoring import make_scorer
+    from nodes.searchcost import cost_of
+
+    assert url_endpoint("https://a.example:99999/") is None
+    assert url_endpoint("http://a.example/") is None and url_endpoint("https:///x") is None
+    assert url_endpoint("https://a.example:8443/mcp") == ("a.example.", 8443)
+    c = Candidate("t1", "acme.example.", "bot", "mcp")
+    host = "bot.acme.example."
+
+    def txt(owner: str, text: str) -> DNSRecord:
+        msg = DNSRecord.question(owner, "TXT")
+        msg.add_answer(*RR.fromZone(f'{owner} 300 IN TXT "{text}"'))
+        return msg
+
+    aid = (f"_agent._mcp.{host}", 16)
+    for bad in ("v=aid1;u=https://bot.acme.example:70000/;p=mcp",
+                "v=aid1;u=ftp://bot.acme.example/;p=mcp", "v=aid1;p=mcp"):
+        assert DRAFTS["aid"].locate(c, {aid: txt(aid[0], bad)}) is None
+    ans = (f"_ans.{host}", 16)
+    elsewhere = txt(ans[0], "v=ans1; version=v1.0.0; p=mcp; mode=direct; "
+                            "url=https://evil.example/")
+    assert DRAFTS["ans-v2-bronze"].rounds[1](c, {ans: elsewhere}) is None
+    agent = PipelineAgent(("127.0.53.1", 53), random.Random(1), draft="aid", mirror=Mirror(
+        [c], ["bot that does things"], make_scorer("bm25"), cost_of("bm25")))
+    result = agent.ask("job", Discovery("things", service="mcp", k=1), 0.0)
+    agent.on_timer(1.0)  # the search's time has passed: the first round goes out
+    (out,) = agent.to_send()
+    agent.receive(b"\x00\x01garbage", ("127.0.53.1", 53), 1.1)
+    assert agent.ignored == 1 and agent.is_pending(result.qid)
+    reply = txt(aid[0], "v=aid1;u=https://" + "x" * 70 + ".example/;p=mcp")  # no DNS name
+    reply.header.id, reply.header.qr = DNSRecord.parse(out.data).header.id, 1
+    agent.receive(reply.pack(), ("127.0.53.1", 53), 1.2)
+    (done,) = agent.pop_done()
+    assert done.error == "no candidate resolved" and not done.endpoints

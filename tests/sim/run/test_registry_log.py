@@ -28,7 +28,7 @@ def test_index_log_is_refused_without_a_log_or_a_search() -> None:
         Scenario.model_validate(base)
     sc = load_scenario(ROOT / "scenarios" / "learned-routing.yaml")
     with pytest.raises(ValueError, match="index: log is an AgentDNS search index"):
-        sc.with_overrides({"schemes": [{"name": "a", "kind": "ans", "index": "log"}]})
+        sc.with_overrides({"schemes": [{"name": "a", "kind": "ans-v0", "index": "log"}]})
     given = sc.with_overrides({"schemes": [
         {"name": "t", "k": 10, "beam": 10, "search": "global"},
         {"name": "flat", "kind": "agentdns", "k": 10},

@@ -75,7 +75,7 @@ def test_every_drafts_records_read_by_dig_kdig_and_dnspython(served) -> None:
     p = next(p for p in pubs.values() if p.service == "mcp")
     server = _host_server(manifest, p.domain)
     questions = [(p.host, "SVCB"), (p.host, "HTTPS"), (p.host, "A"),
-                 (f"_ans.{p.host}", "TXT"), (f"_443._tcp.{p.host}", "TLSA"),
+                 (f"_ans.{p.host}", "TXT"), (f"_{p.port}._tcp.{p.host}", "TLSA"),
                  (f"_ans-badge.{p.host}", "TXT"), (f"_agent.{p.host}", "SVCB"),
                  (f"_agent.{p.host}", "TXT"), (f"_agent._mcp.{p.host}", "TXT"),
                  (dnsaid_index(p.domain), "TXT"), (dnssd_browse(p.domain, "mcp"), "PTR"),
