@@ -134,6 +134,9 @@ class DnsScheme(_Scheme):
         if mode is None:
             raise ValueError(f"mode: {self.kind} runs in {expected(list(strategy.modes))}, "
                              f"not {self.mode!r}")
+        if mode.mirror and self.k == 0:  # a draft's agent resolves what its search chose
+            raise ValueError(f"k: {self.kind} resolves the top K tools its search chose; "
+                             "K ≥ 1")
         if self.mode == "qname" and self.k == 0:  # a stock resolver follows one CNAME chain
             raise ValueError("k: mode qname needs K ≥ 1 (one CNAME chain to a leaf, "
                              "its top-K tools)")

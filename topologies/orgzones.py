@@ -173,8 +173,8 @@ def tool_records(p: Publication, ttls: Ttls, aaaa: bool) -> list[StaticRecord]:
     # DNS-SD: the instance's SRV and TXT (the PTR browse set is per organisation)
     out.append(StaticRecord(p.dnssd_instance, SRV, ttl,
                             (struct.pack("!HHH", 0, 0, port), host)))
-    out.append(StaticRecord(p.dnssd_instance, TXT, ttl,
-                            _txt(f"txtvers=1 desc={p.description[:200]}")))
+    out.append(StaticRecord(p.dnssd_instance, TXT, ttl, (character_strings(  # RFC 6763 §6
+        [b"txtvers=1", f"desc={p.description}".encode()[:255]]),)))
     return out
 
 

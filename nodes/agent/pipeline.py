@@ -252,7 +252,9 @@ class PipelineAgent:
         if not endpoints:
             result.error = ("search found nothing" if not result.rounds
                             else "no candidate resolved")
-        result.rcode = result.rcode or ("NOERROR" if endpoints else "")
+        # the discovery's rcode: NOERROR with an endpoint, else the last answer's (SERVFAIL
+        # when nothing answered: every question timed out)
+        result.rcode = "NOERROR" if endpoints else (result.rcode or "SERVFAIL")
         self._done.append(result)
 
 

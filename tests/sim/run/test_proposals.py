@@ -171,3 +171,9 @@ def test_hostile_records_fail_the_candidate_not_the_agent() -> None:
     agent.receive(reply.pack(), ("127.0.53.1", 53), 1.2)
     (done,) = agent.pop_done()
     assert done.error == "no candidate resolved" and not done.endpoints
+
+
+def test_k_zero_is_refused_for_a_draft() -> None:
+    with pytest.raises(ValueError, match="resolves the top K tools its search chose"):
+        load_scenario(ROOT / "scenarios" / "proposals.yaml").with_overrides(
+            {"schemes": [{"name": "d", "kind": "dn-anr", "k": 0}]})
