@@ -12,7 +12,7 @@ from sim.spec import PositiveSeconds, Seconds, Spec
 FaultKind = Literal["down", "slow", "lossy", "delay", "partition"]
 _SELECTOR = (r"^(\*|servers|registry(#\d+)?|resolvers|agents|resolver:\d+|agent:\d+|replica:\d+|"
              r"address:[0-9.]+|zone:[a-z0-9._-]+(#\d+)?|org:[a-z0-9-]+(#\d+)?|"
-             r"role:(root|tld|intermediate|leaf)(#\d+)?)$")
+             r"role:(root|tld|intermediate|leaf|org)(#\d+)?)$")
 
 
 class FaultSpec(Spec):

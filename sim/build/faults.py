@@ -17,7 +17,9 @@ warming); :meth:`FaultPlan.start` sets where that is in node time.
 
 Selectors name nodes: ``*``, ``servers`` (every zone server and registry replica),
 ``zone:Z`` / ``zone:Z#i`` (all replicas of a zone, or the
-i-th), ``replica:i`` (the i-th replica of every zone), ``role:root|tld|intermediate|leaf``,
+i-th; an organisation's zone under ``example.``: its hosting server), ``replica:i`` (the
+i-th replica of every zone), ``role:root|tld|intermediate|leaf|org`` (``org``: the servers of
+the organisations' zones),
 ``org:O`` (the zones of an organisation), ``address:IP``, ``registry`` / ``registry#i``,
 ``resolvers``, ``resolver:i``, ``agents``, ``agent:i``.
 """
@@ -53,7 +55,7 @@ class Nodes:
     """What selectors can name in one run."""
 
     zone_servers: dict[str, list[str]]  # zone -> replica addresses in NS order
-    roles: dict[str, str]  # address -> root | tld | intermediate | leaf
+    roles: dict[str, str]  # address -> root | tld | intermediate | leaf | org
     orgs: dict[str, str | None]  # address -> organisation of its zone
     registries: list[str] = field(default_factory=list)
     resolvers: list[str] = field(default_factory=list)

@@ -227,6 +227,9 @@ def run_nodes(hierarchy: Hierarchy, resolvers: Sequence[str], agents: Sequence[s
         zone_servers.setdefault(m["zone"], []).append(m["address"])
         roles[m["address"]] = m["role"]
         orgs[m["address"]] = m["org"]
+    for zone, address in hierarchy.zone_servers().items():  # a hosting server's other zones
+        if zone not in zone_servers:
+            zone_servers[zone] = [address]
     return Nodes(zone_servers, roles, orgs, [registry_address(i) for i in range(registries)],
                  list(resolvers), list(agents))
 

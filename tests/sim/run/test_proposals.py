@@ -177,3 +177,23 @@ def test_k_zero_is_refused_for_a_draft() -> None:
     with pytest.raises(ValueError, match="resolves the top K tools its search chose"):
         load_scenario(ROOT / "scenarios" / "proposals.yaml").with_overrides(
             {"schemes": [{"name": "d", "kind": "dn-anr", "k": 0}]})
+
+
+def test_fault_selectors_name_the_organisations_servers() -> None:
+    """``zone:<org>.example.`` is that organisation's hosting server (each holds many
+    zones), ``role:org`` every server of the organisations' zones."""
+    from sim.build.faults import select
+    from sim.build.plan import run_nodes, scenario_hierarchy
+
+    sc = load_scenario(ROOT / "scenarios" / "proposals.yaml").with_overrides(
+        {"namespace.tools": 300})
+    ns = build_namespace(sc)
+    hierarchy = scenario_hierarchy(sc, ns)
+    nodes = run_nodes(hierarchy, ["127.0.53.1"], ["127.2.0.1"], 1)
+    held = hierarchy.zone_servers()
+    for domain in sorted({p.domain for p in publications(ns).values()}):
+        (address,) = select(f"zone:{domain}", nodes)
+        assert address == held[domain] and domain in hierarchy.servers[address].zones
+    org = select("role:org", nodes)
+    assert org == {held["example."], *(held[d] for d in held if d.endswith(".example."))}
+    assert len(org) == 5  # example.'s server and the four hosting servers
