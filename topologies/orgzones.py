@@ -201,10 +201,10 @@ def by_domain(pubs: dict[str, Publication]) -> dict[str, list[Publication]]:
     return dict(sorted(out.items()))
 
 
-def hosting(domains: list[str], servers: tuple[ServerRef, ...]) -> dict[str, ServerRef]:
-    """Which hosting server serves each organisation's zone (round-robin in domain order,
-    as a few DNS hosting providers serve most domains)."""
-    return {d: servers[i % len(servers)] for i, d in enumerate(domains)}
+def hosting(domains: list[str], addresses_: tuple[str, ...]) -> dict[str, str]:
+    """Which hosting server (address) serves each organisation's zone (round-robin in
+    domain order, as a few DNS hosting providers serve most domains)."""
+    return {d: addresses_[i % len(addresses_)] for i, d in enumerate(domains)}
 
 
 @dataclass(frozen=True)
@@ -214,9 +214,7 @@ class OrgZones:
     NS name in its own bailiwick, at its host's address, so the TLD's referral has glue)."""
 
     delegation: Delegation  # what the root adds: example. and its server
-    tld: ZoneData
-    zones: tuple[ZoneData, ...]
-    servers: dict[str, tuple[str, ...]]  # hosting address -> the zones it serves
+    servers: dict[str, tuple[ZoneData, ...]]  # address -> its zones (example.'s first)
     publications: dict[str, Publication]
 
 
@@ -225,23 +223,20 @@ def org_zones(ns: Namespace, ttls: Ttls, aaaa: bool, first_address: str = "127.9
     """Every organisation's zone for ``ns``'s tools and the ``example.`` zone above them."""
     addrs = addresses(first_address)
     tld_ref = ServerRef(f"a.nic.{ORG_TLD}", next(addrs))
-    hosts_ = tuple(ServerRef(f"ns{i + 1}.dns-hosting.test.", next(addrs))
-                   for i in range(hosting_servers))
     pubs = publications(ns)
     grouped = by_domain(pubs)
-    where = hosting(list(grouped), hosts_)
-    zones = []
+    where = hosting(list(grouped), tuple(next(addrs) for _ in range(hosting_servers)))
     children = []
-    served: dict[str, list[str]] = {h.address: [] for h in hosts_}
+    served: dict[str, list[ZoneData]] = {}
     for domain, members in grouped.items():
-        ref = ServerRef(f"ns1.{domain}", where[domain].address)
-        zones.append(ZoneData(name=domain, servers=(ref,), ttls=ttls,
-                              records=org_records(domain, members, ttls, aaaa)))
+        ref = ServerRef(f"ns1.{domain}", where[domain])
+        served.setdefault(ref.address, []).append(ZoneData(
+            name=domain, servers=(ref,), ttls=ttls,
+            records=org_records(domain, members, ttls, aaaa)))
         children.append(Delegation(zone=domain, servers=(ref,), summary="",
                                    services=frozenset(), leaf=True))
-        served[ref.address].append(domain)
     tld = ZoneData(name=ORG_TLD, servers=(tld_ref,), children=tuple(children), ttls=ttls)
     delegation = Delegation(zone=ORG_TLD, servers=(tld_ref,), summary="",
                             services=frozenset())
-    return OrgZones(delegation, tld, tuple(zones),
-                    {a: tuple(z) for a, z in served.items() if z}, pubs)
+    return OrgZones(delegation, {tld_ref.address: (tld,),
+                                 **{a: tuple(z) for a, z in served.items()}}, pubs)

@@ -177,17 +177,14 @@ def build_hierarchy(
     if orgs is not None:
         publishes.add("orgzones")
         ns.hosts = orgzones.hosts(orgs.publications)
-        by_name = {z.name: z for z in orgs.zones}
-        for address, held in [(orgs.tld.servers[0].address, (orgs.tld.name,)),
-                              *orgs.servers.items()]:
-            zones = [orgs.tld] if held == (orgs.tld.name,) else [by_name[z] for z in held]
+        for address, zones in orgs.servers.items():
+            host = zones[0].servers[0].host
             servers[address] = AuthoritativeServer(
                 zones, scorer=shared or _scorer(name, ns, encoder), option_code=option_code,
-                max_udp_size=max_udp_size, name=zones[0].servers[0].host,
-                packet_cache=packet_cache, packet_cache_bytes=packet_cache_bytes,
-                transfer_acl=allow_transfer)
-            zone_of[address] = held[0]
-            manifest.append({"role": "org", "zone": held[0], "host": zones[0].servers[0].host,
+                max_udp_size=max_udp_size, name=host, packet_cache=packet_cache,
+                packet_cache_bytes=packet_cache_bytes, transfer_acl=allow_transfer)
+            zone_of[address] = zones[0].name  # one of them (zone_servers(): all)
+            manifest.append({"role": "org", "zone": zones[0].name, "host": host,
                              "address": address, "org": None})
     return Hierarchy(ns, servers, zone_of, root_hints, name, manifest, option_code, given,
                      encoder if per_server else None, frozenset(publishes))

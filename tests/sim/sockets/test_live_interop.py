@@ -4,14 +4,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
-import time
 
 import dns.edns
 import dns.message
@@ -26,6 +24,7 @@ from nodes.dns.wire import (
     decode_scores,
     intent_qname,
 )
+from tests.sim.sockets.serving import tooldns_serve
 from topologies.synthetic import synthetic
 
 pytestmark = [pytest.mark.live, pytest.mark.interop]
@@ -42,25 +41,11 @@ needs_dig = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):
-    """`tooldns serve` in a subprocess; yields (manifest dict, namespace)."""
+    """`tooldns serve` in a subprocess; yields (manifest dict, namespace, manifest path)."""
     manifest = tmp_path_factory.mktemp("serve") / "manifest.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sim.cli", "serve", *CLI_ARGS, "--port", str(PORT),
-         "--manifest", str(manifest), "--duration", "300"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    deadline = time.monotonic() + 60
-    while not manifest.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            out = proc.stdout.read() if proc.stdout else ""
-            proc.kill()
-            pytest.fail(f"tooldns serve did not start:\n{out}")
-        time.sleep(0.1)
-    try:
-        yield json.loads(manifest.read_text()), synthetic(**NS_ARGS), manifest
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with tooldns_serve([*CLI_ARGS, "--port", str(PORT), "--duration", "300"],
+                       manifest) as served_manifest:
+        yield served_manifest, synthetic(**NS_ARGS), manifest
 
 
 def _server(manifest: dict, zone: str) -> str:

@@ -4,18 +4,16 @@ dnspython parses the SVCB, HTTPS, TLSA, TXT, PTR and SRV answers to the publishe
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
-import time
 
 import dns.message
 import dns.query
 import dns.rdatatype
 import pytest
 
+from tests.sim.sockets.serving import tooldns_serve
 from topologies.orgzones import dnsaid_index, dnssd_browse, publications
 from topologies.synthetic import synthetic
 
@@ -32,23 +30,10 @@ needs = pytest.mark.skipif((DIG is None or KDIG is None) and not os.environ.get(
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):
     manifest = tmp_path_factory.mktemp("serve") / "manifest.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sim.cli", "serve", *CLI_ARGS, "--org-zones", "--port",
-         str(PORT), "--manifest", str(manifest), "--duration", "300"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 60
-    while not manifest.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            out = proc.stdout.read() if proc.stdout else ""
-            proc.kill()
-            pytest.fail(f"tooldns serve did not start:\n{out}")
-        time.sleep(0.1)
-    try:
+    with tooldns_serve([*CLI_ARGS, "--org-zones", "--port", str(PORT), "--duration", "300"],
+                       manifest) as served_manifest:
         ns = synthetic(**NS_ARGS)
-        yield json.loads(manifest.read_text()), ns, publications(ns)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        yield served_manifest, ns, publications(ns)
 
 
 def _at(manifest: dict, zone: str) -> str:
