@@ -159,6 +159,9 @@ SUMMARY_KEYS = (
        "packets", "run with --capture"),
     _f("calibrated_processing_s", "s", "measured processing time per node kind",
        "processing.model: calibrated"),
+    _f("mirror", "", "what one refresh of the drafts' catalogue mirror costs: source, "
+       "servers, requests, bytes_up, bytes_down, packets, schemes (sim/run/mirror.py; not "
+       "charged to any discovery)", "a scheme whose agents search a mirror (the drafts)"),
 )
 SCHEME_KEYS = tuple(_f(m.key, m.unit, m.meaning) for m in (METRICS[k] for k in SUMMARY))
 PHASE_KEYS = (_f("phase", "", "the workload phase"),

@@ -37,8 +37,9 @@ def processing_line(scenario: Mapping[str, Any]) -> str:
     p = (scenario.get("network") or {}).get("processing") or {}
     scorer = (scenario.get("namespace") or {}).get("scorer", "bm25")
     registry = p.get("registry", "index")
-    search = ("registry search by " + _model(scorer) + " over the items it scores (ANS's "
-              "client ranks its lists: counted in compute ms, not in latency)"
+    search = ("registry search by " + _model(scorer) + " over the items it scores (the "
+              "clients of ANS v0 and the MCP Registry rank their lists: counted in compute "
+              "ms, not in latency)"
               if registry == "index" else
               f"registry search {_us(registry)} per search" if registry else
               "registry search 0 s (not modelled: a registry answers a search at once, "
@@ -104,9 +105,26 @@ def knowledge_line(scenario: Mapping[str, Any]) -> str | None:
             f"queries)" + (f"; {registries}" if registries else ""))
 
 
-def conditions(scenario: Mapping[str, Any]) -> list[str]:
-    """The footer lines: processing and registry search, transport, knowledge."""
+def mirror_line(summary: Mapping[str, Any] | None) -> str | None:
+    """What one refresh of the drafts' agents' catalogue mirror costs (``summary["mirror"]``,
+    sim.run.mirror), not charged to their discoveries."""
+    m = (summary or {}).get("mirror")
+    if not m:
+        return None
+    return (f"mirror: the agents of {', '.join(m['schemes'])} search a local copy of the "
+            f"catalogue; one "
+            f"refresh pages {m['source']}: {m['servers']} servers in {m['requests']} "
+            f"requests, {m['bytes_down']:,} bytes down, {m['bytes_up']:,} up, "
+            f"{m['packets']:,} packets (not charged to their discoveries)")
+
+
+def conditions(scenario: Mapping[str, Any], summary: Mapping[str, Any] | None = None
+               ) -> list[str]:
+    """The footer lines: processing and registry search, transport, knowledge, and (given
+    a run's summary) the mirror's upkeep."""
     lines = [processing_line(scenario), transport_line(scenario)]
     if (known := knowledge_line(scenario)) is not None:
         lines.append(known)
+    if (mirror := mirror_line(summary)) is not None:
+        lines.append(mirror)
     return lines

@@ -246,7 +246,7 @@ def run_report(path: Path) -> Report:
     report.sections.append(provenance_section(s.get("provenance")))
     report.sections.append(Section("Comparison per scheme", [
         Table(_formatted(s.get("schemes", {}), _columns(SCHEME_TABLE))), Text(NOTE, note=True),
-        *(Text(line, note=True) for line in conditions(run.scenario))]))
+        *(Text(line, note=True) for line in conditions(run.scenario, s))]))
     title = run.title
     if phases(df) > 1:
         records = per_phase(df).reset_index().to_dict("records")

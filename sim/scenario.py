@@ -488,6 +488,10 @@ class Scenario(Spec):
             if isinstance(s, DnsScheme) and s.send_embedding and self.namespace.scorer != "dense":
                 raise ValueError(f"schemes: scheme {i} ({s.name}): send_embedding needs "
                                  f"namespace.scorer: dense")
+            if isinstance(s, RegistryScheme) and s.kind == "mcp-registry" and self.workload.churn:
+                raise ValueError(f"schemes: scheme {i} ({s.name}): churn is not modelled for "
+                                 f"the MCP Registry (its entries are named after the "
+                                 f"organisations' publications)")
             if isinstance(s, RegistryScheme) and s.index == "log":
                 tx = self.namespace.taxonomy
                 if s.kind != "agentdns":

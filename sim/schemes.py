@@ -147,7 +147,8 @@ class DnsScheme(_Scheme):
 
 
 class RegistryScheme(_Scheme):
-    """An HTTP registry baseline: AgentDNS or ANS, one registry (with replicas)."""
+    """An HTTP registry baseline: AgentDNS, ANS v0 or the MCP Registry, one registry (with
+    replicas)."""
 
     kind: Annotated[str, OneOf(REGISTRIES)] = Field(
         description="the registry baseline (a name in sim.build.registries.REGISTRIES)")
@@ -160,6 +161,9 @@ class RegistryScheme(_Scheme):
     resolve_top: int = Field(default=1, ge=1, description="ans: agents resolved (one signed answer "
                              "each)")
     verify: bool = Field(default=True, description="ans: verify certificate chain and signatures")
+    searches: int = Field(default=3, ge=1, le=10, description="mcp-registry: name searches per "
+                          "discovery (one intent word each, longest first; the client ranks "
+                          "their union)")
     revocation: bool = Field(default=False, description="ans: OCSP-style check of the registry "
                              "certificate (cached)")
     replicas: int = Field(default=1, ge=1, le=8, description="registries: replicas behind one name "

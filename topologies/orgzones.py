@@ -56,6 +56,8 @@ A, TXT, PTR, SRV, AAAA, TLSA, SVCB, HTTPS = 1, 16, 12, 33, 28, 52, 64, 65
 _ALPN = {"mcp": "mcp", "a2a": "a2a", "rest": "h2", "skill": "h2"}  # DNS-AID's alpn per protocol
 _AID_PROTO = {"mcp": "mcp", "a2a": "a2a", "rest": "openapi"}  # AID v1.2's protocol tokens
 _ANS_TTL = 3600  # every ANS record (the ANS registry's spec)
+INDEX_TEXT = 1000  # characters of one DNS-AID index TXT record
+INDEX_RRSET = 60_000  # bytes of index records one answer may carry (a DNS message: 65,535)
 _LABEL_MAX = 40  # leaves room for "_<label>._<proto>._agents." under long organisation names
 
 
@@ -181,16 +183,44 @@ def tool_records(p: Publication, ttls: Ttls, aaaa: bool) -> list[StaticRecord]:
 def org_records(domain: str, pubs: list[Publication], ttls: Ttls,
                 aaaa: bool) -> tuple[StaticRecord, ...]:
     """One organisation's zone contents beyond SOA/NS: every tool's records, DNS-AID's
-    index and DNS-SD's browse PTRs."""
+    index and DNS-SD's browse PTRs (each browse RRset as large as one answer carries, as
+    the index: :func:`dnsaid_index_records`)."""
     out: list[StaticRecord] = []
     for p in pubs:
         out += tool_records(p, ttls, aaaa)
-    index = ",".join(f"{p.label}:{p.service}" for p in pubs)  # chunks of 255, concatenated
-    out.append(StaticRecord(dnsaid_index(domain), TXT, ttls.srv, _txt(f"agents={index}")))
-    for p in pubs:
-        out.append(StaticRecord(dnssd_browse(domain, p.service), PTR, ttls.srv,
-                                (p.dnssd_instance,)))
+    out += dnsaid_index_records(domain, [f"{p.label}:{p.service}" for p in pubs], ttls.srv)
+    used: dict[str, int] = {}  # browse name -> answer bytes so far
+    for p in pubs:  # each PTR: compressed owner and fields (12), its target uncompressed
+        browse = dnssd_browse(domain, p.service)
+        size = used.get(browse, 0) + 12 + len(p.dnssd_instance) + 1
+        if size > INDEX_RRSET:  # more instances than one answer carries: left unlisted
+            continue
+        used[browse] = size
+        out.append(StaticRecord(browse, PTR, ttls.srv, (p.dnssd_instance,)))
     return tuple(out)
+
+
+def dnsaid_index_records(domain: str, entries: list[str], ttl: int) -> list[StaticRecord]:
+    """DNS-AID's ``_index._agents`` TXT RRset: ``agents=label:proto,…`` records of at most
+    :data:`INDEX_TEXT` characters each, as many as one DNS message carries
+    (:data:`INDEX_RRSET`); an organisation with more agents than that cannot list them all
+    in DNS, and its agents past the limit are not in the index (their discovery fails at
+    the index step, as a client of the draft would)."""
+    out: list[StaticRecord] = []
+    used, i = 0, 0
+    while i < len(entries) and (i == 0 or used < INDEX_RRSET):
+        chunk: list[str] = []
+        size = len("agents=")
+        while i < len(entries) and (not chunk or size + 1 + len(entries[i]) <= INDEX_TEXT):
+            size += len(entries[i]) + (1 if chunk else 0)
+            chunk.append(entries[i])
+            i += 1
+        rdata = _txt("agents=" + ",".join(chunk))
+        used += 12 + len(rdata[0])  # compressed owner, type, class, TTL, length, RDATA
+        if used > INDEX_RRSET and out:
+            break
+        out.append(StaticRecord(dnsaid_index(domain), TXT, ttl, rdata))
+    return out
 
 
 def by_domain(pubs: dict[str, Publication]) -> dict[str, list[Publication]]:

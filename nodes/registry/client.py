@@ -14,6 +14,9 @@ engine's business; the agent only counts its handshake round trip.
   and one signed ``POST /v1/resolve`` per agent kept. Each answer's certificate chain
   (to the run CA) and Ed25519 signature are verified; an optional OCSP-style revocation
   call is cached until its ``nextUpdate``.
+* **MCP Registry**: names only are searched (a substring match), so the client asks
+  ``GET /v0.1/servers?search=`` for a few words of the intent and ranks the union itself
+  with the same scorer (``searches``, :func:`search_words`).
 
 Connections: a new one per discovery (``keepalive=False``; the client closes it after
 the last response), or a per-agent pool kept open across discoveries.
@@ -22,16 +25,18 @@ the last response), or a per-agent pool kept open across discoveries.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Literal, get_args
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import SplitResult, quote, urlencode, urlsplit
 
 import h11
 from cryptography import x509
 
 from nodes.dns.zone import Address
 from nodes.registry.http import ClientConnection, Response
+from nodes.registry.mcp import PUBLISHER as MCP_PUBLISHER
 from nodes.registry.pki import (
     Identity,
     TrustError,
@@ -45,7 +50,7 @@ from nodes.scoring import ScoreIndex, Scorer, top_k
 
 #: The registries this client speaks (the simulator's table, ``sim.build.registries``,
 #: names the same kinds; nodes cannot import it, a test checks the two agree).
-RegistryKind = Literal["agentdns", "ans-v0"]
+RegistryKind = Literal["agentdns", "ans-v0", "mcp-registry"]
 
 
 def registry_kind(name: str) -> RegistryKind:
@@ -70,6 +75,7 @@ class RegistryConfig:
     cache_ttl: float = 300.0  # ANS: capability list and revocation answers
     answer_ttl: float = 0.0  # seconds a search's answer is kept per intent (0: never)
     answer_entries: int = 10_000  # answers kept at most (the oldest go first)
+    searches: int = 3  # MCP Registry: name searches per discovery (one intent word each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +177,8 @@ class RegistryAgent:
                  name: str = "agent") -> None:
         if config.kind == "ans-v0" and (scorer is None or (config.verify and ca is None)):
             raise ValueError("an ANS agent needs a scorer (intent → capability) and the CA")
+        if config.kind == "mcp-registry" and scorer is None:
+            raise ValueError("an MCP Registry agent needs a scorer (it ranks what it lists)")
         self.registry = registry
         self.host = host
         self.config = config
@@ -205,8 +213,10 @@ class RegistryAgent:
                 result.endpoints, result.finished = list(kept[1]), now
                 self._done.append(result)
                 return result
-        gen = self._agentdns(request, result) if self.config.kind == "agentdns" else \
-            self._ans(request, result)
+        kind = self.config.kind
+        gen = (self._agentdns(request, result) if kind == "agentdns" else
+               self._mcp(request, result) if kind == "mcp-registry" else
+               self._ans(request, result))
         task = _Task(result, gen)
         self._advance(task, None, now)
         return result
@@ -415,3 +425,82 @@ class RegistryAgent:
             url = urlsplit(answer["actualEndpoint"])
             result.endpoints.append(Endpoint(answer["Endpoint"], url.hostname, url.port or 0,
                                              0, 0, capability))
+
+    def _mcp(self, req: Discovery, result: RegistryResult):
+        """The MCP Registry searches names only: one ``GET /v0.1/servers?search=`` per
+        intent word (:func:`search_words`, longest first, at most ``searches``), one page
+        of at most 100 each; the union (by name), kept to the request's protocol, is
+        ranked here with the scheme's scorer over title and description, top K."""
+        assert self.scorer is not None
+        accept = [("Accept", "application/json")]
+        found: dict[str, dict] = {}
+        for word in search_words(req.intent, self.config.searches):
+            resp, _ = yield _Call("servers", "GET", "/v0.1/servers?" + urlencode(
+                {"search": word, "limit": MCP_PAGE, "version": "latest"}), accept)
+            body = resp.json()
+            servers = body["servers"] if isinstance(body, dict) else None
+            if not isinstance(servers, list) or len(servers) > MCP_PAGE:
+                raise ValueError("MCP Registry: not a server list of at most one page")
+            for item in servers:
+                server = item["server"]
+                name = server["name"]
+                if not isinstance(name, str):
+                    raise TypeError("MCP Registry: a server name is not text")
+                found.setdefault(name, item)
+        kept = [(n, item) for n, item in found.items()
+                if not req.service or _mcp_protocol(item) == req.service]
+        result.examined += len(kept)
+        if not kept:
+            return
+        index = self.scorer.index([n for n, _ in kept], [_mcp_text(item) for _, item in kept])
+        for rank, i in enumerate(top_k(index.scores(req.intent), req.k or 10)):
+            name, item = kept[i]
+            url = _mcp_remote(item)
+            if url is None:
+                continue  # a listed server without a usable remote is skipped
+            result.endpoints.append(Endpoint(name, None, url.port or 443, rank, 0,
+                                             url.hostname or ""))
+
+
+MCP_PAGE = 100  # the MCP Registry's largest page
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def search_words(intent: str, most: int) -> list[str]:
+    """The words of ``intent`` an MCP Registry client searches names for: lower case,
+    three characters or more, each once, longest first (ties in the intent's order)."""
+    words = list(dict.fromkeys(w for w in _WORD.findall(intent.lower()) if len(w) >= 3))
+    return sorted(words, key=len, reverse=True)[:max(0, most)]
+
+
+def _mcp_protocol(item: dict) -> str | None:
+    meta = item.get("_meta")
+    publisher = meta.get(MCP_PUBLISHER) if isinstance(meta, dict) else None
+    protocol = publisher.get("protocol", "mcp") if isinstance(publisher, dict) else "mcp"
+    return protocol if isinstance(protocol, str) else None
+
+
+def _mcp_text(item: dict) -> str:
+    server = item["server"]
+    title, description = server.get("title", ""), server.get("description", "")
+    if not isinstance(title, str) or not isinstance(description, str):
+        raise TypeError("MCP Registry: title and description must be text")
+    return f"{title} {description}"
+
+
+def _mcp_remote(item: dict) -> SplitResult | None:
+    """The first https remote (streamable-http or sse) of a listed server, split."""
+    remotes = item["server"].get("remotes", [])
+    for remote in remotes if isinstance(remotes, list) else []:
+        if not isinstance(remote, dict) or remote.get("type") not in ("streamable-http", "sse"):
+            continue
+        url = remote.get("url")
+        if isinstance(url, str) and url.startswith("https://"):
+            try:
+                split = urlsplit(url)
+                split.port  # noqa: B018 - ValueError for a port out of range
+            except ValueError:
+                continue
+            if split.hostname:
+                return split
+    return None

@@ -210,7 +210,7 @@ def registry_agents(sc: Scenario, scheme: RegistryScheme, ns: Namespace, hierarc
                             resolve=scheme.resolve, resolve_top=scheme.resolve_top,
                             verify=scheme.verify, revocation=scheme.revocation,
                             cache_ttl=sc.caches.srv_ttl, token=setup.token,
-                            answer_ttl=float(scheme.answer_cache))
+                            answer_ttl=float(scheme.answer_cache), searches=scheme.searches)
     agents = {ip: RegistryAgent((setup.address, setup.port), REGISTRY_HOST, config,
                                 scorer=hierarchy.scorer(), ca=setup.ca.cert, name=ip)
               for ip in network.agents}

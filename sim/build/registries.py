@@ -2,7 +2,8 @@
 
 * :data:`sim.catalog.registries.REGISTRIES` names every registry kind (what
   ``schemes[].kind`` may say beside the DNS strategies) and the builder of its application
-  (here: :func:`agentdns_app`, :func:`ans_app`); :func:`build_registry` instantiates one.
+  (here: :func:`agentdns_app`, :func:`ans_app`, :func:`mcp_registry_app`);
+  :func:`build_registry` instantiates one.
 * :func:`registry_tools` lists a namespace's tools as the registries publish them
   (:func:`registry_ids` maps what the registries return back to tool ids).
 * :class:`RegistrySetup` holds one run's PKI (CA, registry certificate; deterministic per
@@ -39,6 +40,7 @@ from sim.catalog.registries import REGISTRIES
 
 if TYPE_CHECKING:
     from nodes.registry.base import RegistryTool
+    from nodes.registry.mcp import ServerEntry
     from nodes.scoring import Scorer
     from topologies.namespace import Namespace
 
@@ -65,8 +67,29 @@ def registry_tools(ns: Namespace) -> list[RegistryTool]:
 
 
 def registry_ids(ns: Namespace) -> dict[str, str]:
-    """Tool id by every name a registry returns for it (AgentDNS URL, ANS name)."""
-    return {k: t.id for t in registry_tools(ns) for k in (t.agentdns_url, t.ans_name)}
+    """Tool id by every name a registry returns for it (AgentDNS URL, ANS name, MCP
+    Registry server name)."""
+    out = {k: t.id for t in registry_tools(ns) for k in (t.agentdns_url, t.ans_name)}
+    out.update((e.name, e.tool.id) for e in mcp_servers(ns, registry_tools(ns)))
+    return out
+
+
+def mcp_servers(ns: Namespace, tools: list[RegistryTool]) -> list[ServerEntry]:
+    """Every tool as the MCP Registry lists it: named ``<tld>.<org>/<label>`` after its
+    publication (:func:`topologies.orgzones.publications`, the name the DNS-native drafts
+    publish it under), its remote at its agent host."""
+    from nodes.registry.mcp import ServerEntry
+    from topologies.orgzones import publications
+
+    pubs = publications(ns)
+    out = []
+    for t in tools:
+        p = pubs[t.id]
+        reverse = ".".join(reversed(p.domain.rstrip(".").split(".")))
+        host = p.host.rstrip(".")
+        out.append(ServerEntry(t, f"{reverse}/{p.label}",
+                               f"https://{host}{'' if p.port == 443 else f':{p.port}'}/mcp"))
+    return out
 
 
 @dataclass(frozen=True)
@@ -117,6 +140,13 @@ def ans_app(given: RegistryInputs) -> tuple[App, str]:
                  for z, n in given.ns.zones.items()}
     return ANSRegistry(given.tools, given.scorer, given.identity, given.ca, summaries,
                        ttl=given.ttl), ""
+
+
+def mcp_registry_app(given: RegistryInputs) -> tuple[App, str]:
+    """The MCP Registry (unauthenticated reads: no token)."""
+    from nodes.registry.mcp import MCPRegistry
+
+    return MCPRegistry(mcp_servers(given.ns, given.tools)), ""
 
 
 @dataclass

@@ -63,7 +63,8 @@ class FeatureInfo:
 
 
 FEATURES: Mapping[Feature, FeatureInfo] = MappingProxyType({
-    "registries": FeatureInfo("HTTP registries", "schemes[].kind: agentdns | ans"),
+    "registries": FeatureInfo("HTTP registries",
+                              "schemes[].kind: agentdns | ans-v0 | mcp-registry"),
     "faults": FeatureInfo("fault schedules", "faults:"),
     "capture": FeatureInfo("packet capture", "tooldns run --capture"),
     "dot": FeatureInfo("DNS over TLS", "schemes[].upstream: tls"),

@@ -19,6 +19,8 @@ class RegistryEntry:
     summary: str  # one line for the docs and --help
     spec: str  # the document (and version) the application follows
     builder: str
+    #: who ranks the candidates: the registry's search, or the client over what it fetched
+    ranks: str = "registry"
 
     def load(self) -> Callable[..., Any]:
         """The builder (its module imported now)."""
@@ -35,5 +37,9 @@ REGISTRIES: dict[str, RegistryEntry] = {e.name: e for e in (
     RegistryEntry("ans-v0", "ANS v0 (superseded): capability search, signed answers under "
                   "the registry's certificate", "draft-narajala-ans-00 (expired; superseded "
                   "by draft-narajala-courtney-ansv2: kind ans-v2)",
-                  "sim.build.registries:ans_app"),
+                  "sim.build.registries:ans_app", ranks="client"),
+    RegistryEntry("mcp-registry", "MCP Registry: the official registry's server listing, "
+                  "searched by name substring; the client ranks what it lists",
+                  "modelcontextprotocol/registry API v0.1 (OpenAPI 2025-12-01)",
+                  "sim.build.registries:mcp_registry_app", ranks="client"),
 )}

@@ -169,7 +169,7 @@ def _print_result(result: RunResult, scenario: Scenario, args: argparse.Namespac
     from sim.engines.fidelity import fidelity_line
     from sim.spec import printable
 
-    footer = conditions(scenario.model_dump(mode="json"))
+    footer = conditions(scenario.model_dump(mode="json"), result.summary)
     if args.format == "table":
         console = consoles.out
         print_summary(result.summary, console, result.records, footer)

@@ -34,13 +34,15 @@ import numpy as np
 from nodes.registry.agentdns import AgentDNSRegistry
 from nodes.registry.ans import ANSRegistry
 from nodes.registry.client import RegistryResult
+from nodes.registry.mcp import MCPRegistry
 from nodes.resolver.types import DiscoveryResult
 from topologies.paths import PathModel
 
 #: HTTP calls that run a registry search (the client's call names are the apps' stats keys)
-SEARCH_CALLS = frozenset(AgentDNSRegistry.search_routes + ANSRegistry.search_routes)
-#: the search calls in which the registry ranks a pool (ANS's listing ranks nothing: its
-#: client does); the records count their ranking passes by it too
+SEARCH_CALLS = frozenset(AgentDNSRegistry.search_routes + ANSRegistry.search_routes
+                         + MCPRegistry.search_routes)
+#: the search calls in which the registry ranks a pool (ANS's and the MCP Registry's
+#: listings rank nothing: their clients do); the records count their ranking passes by it too
 RANKING_CALLS = frozenset(AgentDNSRegistry.search_routes)
 #: hops kept per host process for the quantiles (the first ones; counts cover all)
 MAX_HOPS = 200_000

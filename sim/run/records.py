@@ -33,6 +33,7 @@ from sim.build.network import Network
 from sim.build.registries import registry_ids
 from sim.build.runplan import RunPlan
 from sim.build.workload import Job
+from sim.catalog.registries import REGISTRIES
 from sim.engines.base import EngineOutput
 from sim.engines.fidelity import RANKING_CALLS
 from sim.scenario import Scenario
@@ -211,7 +212,7 @@ def registry_record(sc: Scenario, engine: str, scheme: RegistryScheme, job: Job,
     closed = bool(res.connections or res.steps) and (not scheme.keepalive or bool(res.error))
     cost = http_cost(res.steps, set(res.connections), closed, scheme.keepalive, plan.tls,
                      plan.tcp, [acks.get(id(s), 0) for s in res.steps] if acks else None)
-    if scheme.kind == "ans-v0":  # the client ranks the lists it fetched, in one pass
+    if REGISTRIES[scheme.kind].ranks == "client":  # it ranks the lists it fetched, at once
         examined = res.examined
         encodings, scored = min(res.examined, 1), res.examined
     else:  # each search answered ranks the service's pool at the registry; an answer from

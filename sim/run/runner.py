@@ -53,6 +53,7 @@ from sim.provenance import provenance, utc_now
 from sim.run.calibrate import calibrate
 from sim.run.capture import Capture, Window, compare_capture, merge_pcaps
 from sim.run.faultreport import fault_report
+from sim.run.mirror import mirror_refresh
 from sim.run.outputs import keep_finished, write_outputs
 from sim.run.recorder import Recorder
 from sim.run.records import Lookups, load_records, stub_walks
@@ -303,6 +304,7 @@ def _finish(run: Run, got: Collected, started: datetime
                                got.spool.frame(), ns), "replay": got.replay}
         if got.processing:
             summary["calibrated_processing_s"] = _calibrated(got)
+        summary.update(_mirror(sc, ns))
         summary[PROVENANCE] = provenance(started)  # last: all above is deterministic
         return None, load_df, summary, tables
     df = got.spool.frame()
@@ -326,12 +328,22 @@ def _finish(run: Run, got: Collected, started: datetime
         base = (run_scenario(sc.model_copy(update={"faults": None}), engine, write=False,
                              live_port=run.live_port).records if sc.faults.baseline else None)
         df, summary["faults"] = fault_report(sc, df, load_df, base, got.fault_plans)
+    summary.update(_mirror(sc, ns))
     if ns.rogue or any(s.trust for s in sc.dns_schemes()) or sc.trust.policy != "open":
         summary["trust"] = trust_report(df, ns, {
             s.name: (s.trust or sc.trust).policy if isinstance(s, DnsScheme) else "registry"
             for s in sc.schemes})
     summary[PROVENANCE] = provenance(started)  # last: all above is deterministic
     return df, load_df, summary, tables
+
+
+def _mirror(sc: Scenario, ns: Namespace) -> dict:
+    """``{"mirror": …}``: what one refresh of the catalogue mirror costs, when a scheme's
+    agents search one (sim.run.mirror); else nothing."""
+    mirrored = [s.name for s in sc.dns_schemes() if STRATEGIES[s.kind].modes[s.mode].mirror]
+    if not mirrored:
+        return {}
+    return {"mirror": {**mirror_refresh(ns, sc.seed, sc.network.mtu), "schemes": mirrored}}
 
 
 def _calibrated(got: Collected) -> dict:

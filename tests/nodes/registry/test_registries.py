@@ -16,7 +16,6 @@ from nodes.registry.agentdns import AgentDNSRegistry, TokenStore
 from nodes.registry.client import RegistryAgent, RegistryConfig, RegistryKind, registry_kind
 from nodes.registry.http import ClientConnection, Request
 from nodes.registry.pki import TrustError, canonical, issue, make_ca, serial_hex, verify_chain
-from nodes.registry.server import RegistryServer
 from nodes.resolver.types import Discovery
 from nodes.scoring import make_scorer
 from sim.build.registries import (
@@ -28,6 +27,7 @@ from sim.build.registries import (
 )
 from sim.catalog.strategies import STRATEGIES
 from sim.schemes import RegistryScheme, scheme_kinds
+from tests.nodes.registry.drive import drive
 from topologies.synthetic import synthetic
 
 TOKEN = "Bearer agent_" + "a" * 43
@@ -124,32 +124,13 @@ def test_pki_is_deterministic_and_verifies() -> None:
                       x509.Certificate)
 
 
-def _drive(agent: RegistryAgent, server: RegistryServer, now: float = 0.0, tamper=None):
-    """Move bytes between one agent and one registry until the agent is done."""
-    done = []
-    for _ in range(50):
-        acts = agent.to_send()
-        if not acts:
-            break
-        for act in acts:
-            if act.kind == "open":
-                agent.connected(act.conn, now)
-            elif act.kind == "send":
-                reply, _ = server.receive(act.conn, act.data, now)
-                agent.receive(act.conn, tamper(reply) if tamper else reply, now)
-            else:
-                server.receive(act.conn, b"", now)
-        done += agent.pop_done()
-    return done + agent.pop_done()
-
-
 def test_agentdns_agent_discovers_in_one_call(ns) -> None:
     setup = build_registry("agentdns", ns, make_scorer("bm25"), seed=1)
     agent = RegistryAgent((setup.address, setup.port), REGISTRY_HOST,
                           RegistryConfig(kind="agentdns", token=setup.token))
     q = ns.queries[1]
     agent.ask("job", Discovery(q.text, service=q.service, k=3), 0.0)
-    (res,) = _drive(agent, setup.server)
+    (res,) = drive(agent, setup.server)
     assert res.error is None and len(res.endpoints) == 3 and len(res.steps) == 1
     assert res.round_trips == 2  # TCP handshake + one HTTP exchange
     ids = {t.agentdns_url: t.id for t in registry_tools(ns)}
@@ -163,12 +144,12 @@ def test_ans_agent_verifies_signed_answers_and_revocation(ns) -> None:
                           scorer=make_scorer("bm25"), ca=setup.ca.cert)
     q = ns.queries[2]
     agent.ask(1, Discovery(q.text, service=q.service, k=3), 0.0)
-    (res,) = _drive(agent, setup.server)
+    (res,) = drive(agent, setup.server)
     assert res.error is None, res.error
     assert [s.call for s in res.steps] == ["capabilities", "agents", "resolve", "ocsp"]
     assert res.verified == 2 and res.endpoints[0].address
     agent.ask(2, Discovery(q.text, service=q.service, k=3), 1.0)  # caches: list + OCSP
-    (res2,) = _drive(agent, setup.server, 1.0)
+    (res2,) = drive(agent, setup.server, 1.0)
     assert [s.call for s in res2.steps] == ["agents", "resolve"]
     assert res2.round_trips == 2  # kept-alive connection: no handshake
     # a revoked registry certificate fails the (fresh) OCSP check
@@ -176,7 +157,7 @@ def test_ans_agent_verifies_signed_answers_and_revocation(ns) -> None:
     fresh = RegistryAgent((setup.address, setup.port), REGISTRY_HOST, config,
                           scorer=make_scorer("bm25"), ca=setup.ca.cert)
     fresh.ask(3, Discovery(q.text, service=q.service, k=3), 2.0)
-    (res3,) = _drive(fresh, setup.server, 2.0)
+    (res3,) = drive(fresh, setup.server, 2.0)
     assert res3.error and "revoked" in res3.error and not res3.endpoints
 
 
@@ -191,7 +172,7 @@ def test_ans_agent_rejects_a_tampered_answer(ns) -> None:
 
     q = next(q for q in ns.queries if q.service == "mcp")
     agent.ask(1, Discovery(q.text, service="mcp", k=1), 0.0)
-    (res,) = _drive(agent, setup.server, tamper=tamper)
+    (res,) = drive(agent, setup.server, tamper=tamper)
     assert res.error and "signature" in res.error and not res.endpoints
 
 

@@ -53,7 +53,9 @@ COMPARISON = [{"name": "tooldns", "k": 3}, {"name": "global2", "k": 3, "beam": 2
 
 
 def _registries() -> Scenario:
-    return base(schemes=COMPARISON)
+    # the comparison and the MCP Registry (its name searches on one kept connection)
+    return base(schemes=[*COMPARISON, {"name": "mcp", "kind": "mcp-registry", "k": 3,
+                                       "keepalive": True}])
 
 
 def _faults() -> Scenario:

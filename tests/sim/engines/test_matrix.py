@@ -182,7 +182,7 @@ def assert_shows(feature: Feature, run: RunResult) -> None:
         df = df[df.churn_probe < 0]
     assert df.success.all(), success_rates(df)  # nothing else loses a query
     if feature == "registries":
-        assert set(df.scheme) == {"tooldns", "global2", "agentdns", "ans"}
+        assert set(df.scheme) == {"tooldns", "global2", "agentdns", "ans", "mcp"}
     if feature == "dot":  # connections opened (and closed at the end)
         assert all(r["dot_opened"] == r["dot_closed"] > 0 for r in summary["replay"].values())
     if feature == "sessions":  # the session layer answered some intents itself

@@ -19,11 +19,34 @@ DRAFTS = ("dns-aid", "ans-v2", "dn-anr", "aid", "dns-sd")
 
 
 @pytest.fixture(scope="module")
-def records(tmp_path_factory: pytest.TempPathFactory):
+def run(tmp_path_factory: pytest.TempPathFactory):
     sc = load_scenario(ROOT / "scenarios" / "proposals.yaml").with_overrides(
         {"workload.queries": 30, "workload.pool": 20, "namespace.tools": 600})
     out = tmp_path_factory.mktemp("proposals")
-    return sc, run_scenario(sc, out_dir=out).records
+    return sc, run_scenario(sc, out_dir=out)
+
+
+@pytest.fixture(scope="module")
+def records(run):
+    sc, result = run
+    return sc, result.records
+
+
+def test_the_mirror_refresh_is_reported_not_charged(run) -> None:
+    """The summary prices one refresh of the drafts' mirror: the MCP Registry's listing
+    paged 100 at a time; the footer says so."""
+    from analysis.conditions import conditions
+
+    sc, result = run
+    mirror = result.summary["mirror"]
+    tools = len(build_namespace(sc).tools)
+    assert mirror["schemes"] == list(DRAFTS)
+    assert mirror["servers"] == tools and mirror["requests"] == -(-tools // 100)
+    assert mirror["bytes_down"] > 400 * tools > mirror["bytes_up"] > 0
+    assert any(line.startswith("mirror: the agents of dns-aid")
+               for line in conditions(sc.model_dump(mode="json"), result.summary))
+    mcp = result.records[result.records.scheme == "mcp-registry"]
+    assert len(mcp) == 60 and (mcp.exchanges <= 3).all() and mcp.success.any()
 
 
 def test_every_draft_finds_what_its_search_chose(records) -> None:
