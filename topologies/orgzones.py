@@ -57,7 +57,7 @@ _ALPN = {"mcp": "mcp", "a2a": "a2a", "rest": "h2", "skill": "h2"}  # DNS-AID's a
 _AID_PROTO = {"mcp": "mcp", "a2a": "a2a", "rest": "openapi"}  # AID v1.2's protocol tokens
 _ANS_TTL = 3600  # every ANS record (the ANS registry's spec)
 INDEX_TEXT = 1000  # characters of one DNS-AID index TXT record
-INDEX_RRSET = 60_000  # bytes of index records one answer may carry (a DNS message: 65,535)
+ANSWER_BYTES = 60_000  # bytes of one RRset an answer may carry (a DNS message: 65,535)
 _LABEL_MAX = 40  # leaves room for "_<label>._<proto>._agents." under long organisation names
 
 
@@ -193,7 +193,7 @@ def org_records(domain: str, pubs: list[Publication], ttls: Ttls,
     for p in pubs:  # each PTR: compressed owner and fields (12), its target uncompressed
         browse = dnssd_browse(domain, p.service)
         size = used.get(browse, 0) + 12 + len(p.dnssd_instance) + 1
-        if size > INDEX_RRSET:  # more instances than one answer carries: left unlisted
+        if size > ANSWER_BYTES:  # more instances than one answer carries: left unlisted
             continue
         used[browse] = size
         out.append(StaticRecord(browse, PTR, ttls.srv, (p.dnssd_instance,)))
@@ -203,12 +203,12 @@ def org_records(domain: str, pubs: list[Publication], ttls: Ttls,
 def dnsaid_index_records(domain: str, entries: list[str], ttl: int) -> list[StaticRecord]:
     """DNS-AID's ``_index._agents`` TXT RRset: ``agents=label:proto,…`` records of at most
     :data:`INDEX_TEXT` characters each, as many as one DNS message carries
-    (:data:`INDEX_RRSET`); an organisation with more agents than that cannot list them all
+    (:data:`ANSWER_BYTES`); an organisation with more agents than that cannot list them all
     in DNS, and its agents past the limit are not in the index (their discovery fails at
     the index step, as a client of the draft would)."""
     out: list[StaticRecord] = []
     used, i = 0, 0
-    while i < len(entries) and (i == 0 or used < INDEX_RRSET):
+    while i < len(entries) and (i == 0 or used < ANSWER_BYTES):
         chunk: list[str] = []
         size = len("agents=")
         while i < len(entries) and (not chunk or size + 1 + len(entries[i]) <= INDEX_TEXT):
@@ -217,7 +217,7 @@ def dnsaid_index_records(domain: str, entries: list[str], ttl: int) -> list[Stat
             i += 1
         rdata = _txt("agents=" + ",".join(chunk))
         used += 12 + len(rdata[0])  # compressed owner, type, class, TTL, length, RDATA
-        if used > INDEX_RRSET and out:
+        if used > ANSWER_BYTES and out:
             break
         out.append(StaticRecord(dnsaid_index(domain), TXT, ttl, rdata))
     return out

@@ -453,13 +453,13 @@ class RegistryAgent:
         if not kept:
             return
         index = self.scorer.index([n for n, _ in kept], [_mcp_text(item) for _, item in kept])
-        for rank, i in enumerate(top_k(index.scores(req.intent), req.k or 10)):
+        for i in top_k(index.scores(req.intent), req.k or 10):
             name, item = kept[i]
             url = _mcp_remote(item)
             if url is None:
                 continue  # a listed server without a usable remote is skipped
-            result.endpoints.append(Endpoint(name, None, url.port or 443, rank, 0,
-                                             url.hostname or ""))
+            result.endpoints.append(Endpoint(name, None, url.port or 443,
+                                             len(result.endpoints), 0, url.hostname or ""))
 
 
 MCP_PAGE = 100  # the MCP Registry's largest page

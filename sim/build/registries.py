@@ -69,8 +69,9 @@ def registry_tools(ns: Namespace) -> list[RegistryTool]:
 def registry_ids(ns: Namespace) -> dict[str, str]:
     """Tool id by every name a registry returns for it (AgentDNS URL, ANS name, MCP
     Registry server name)."""
-    out = {k: t.id for t in registry_tools(ns) for k in (t.agentdns_url, t.ans_name)}
-    out.update((e.name, e.tool.id) for e in mcp_servers(ns, registry_tools(ns)))
+    tools = registry_tools(ns)
+    out = {k: t.id for t in tools for k in (t.agentdns_url, t.ans_name)}
+    out.update((e.name, e.tool.id) for e in mcp_servers(ns, tools))
     return out
 
 

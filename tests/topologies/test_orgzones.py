@@ -12,7 +12,7 @@ from nodes.authoritative.server import AuthoritativeServer
 from nodes.dns.wire import MAX_MESSAGE_SIZE
 from nodes.dns.zone import ServerRef, Ttls, ZoneData
 from topologies.orgzones import (
-    INDEX_RRSET,
+    ANSWER_BYTES,
     INDEX_TEXT,
     Publication,
     dnsaid_index,
@@ -42,7 +42,7 @@ def test_a_large_index_stops_at_one_answer() -> None:
     assert all(len(t) <= INDEX_TEXT for t in texts)
     listed = [e for t in texts for e in t.removeprefix("agents=").split(",")]
     assert listed == entries[:len(listed)] and 1000 < len(listed) < len(entries)
-    assert sum(12 + len(r.rdata[0]) for r in recs) <= INDEX_RRSET
+    assert sum(12 + len(r.rdata[0]) for r in recs) <= ANSWER_BYTES
 
 
 def dns_strings(rdata: bytes) -> list[bytes]:
