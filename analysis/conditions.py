@@ -112,8 +112,8 @@ def mirror_line(summary: Mapping[str, Any] | None) -> str | None:
     if not m:
         return None
     return (f"mirror: the agents of {', '.join(m['schemes'])} search a local copy of the "
-            f"catalogue; one "
-            f"refresh pages {m['source']}: {m['servers']} servers in {m['requests']} "
+            f"catalogue; one refresh pages {m['source']}: {m['servers']} servers in "
+            f"{m['requests']} "
             f"requests, {m['bytes_down']:,} bytes down, {m['bytes_up']:,} up, "
             f"{m['packets']:,} packets (not charged to their discoveries)")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class RegistryEntry:
     spec: str  # the document (and version) the application follows
     builder: str
     #: who ranks the candidates: the registry's search, or the client over what it fetched
-    ranks: str = "registry"
+    ranks: Literal["registry", "client"] = "registry"
 
     def load(self) -> Callable[..., Any]:
         """The builder (its module imported now)."""
