@@ -155,8 +155,8 @@ SUMMARY_KEYS = (
        "scenario with workload.churn"),
     _f("session", "", "per scheme with sessions: hits, evictions, fallbacks, tokens",
        SESSION),
-    _f("capture", "", "pcap, tool, packets and per scheme captured vs accounted bytes and "
-       "packets", "run with --capture"),
+    _f("capture", "", "pcap, tool, packets, dropped_by_kernel (tcpdump's count on exit) and "
+       "per scheme captured vs accounted bytes and packets", "run with --capture"),
     _f("calibrated_processing_s", "s", "measured processing time per node kind",
        "processing.model: calibrated"),
     _f("mirror", "", "what one refresh of the drafts' catalogue mirror costs: source, "

@@ -151,8 +151,10 @@ def capture_grid(report: dict) -> Grid:
              str(s["accounted_packets"]), str(s["captured_packets"]),
              format_value("{:+.2f}%", s["packets_diff_pct"]), str(s["unattributed_packets"])]
             for scheme, s in report["schemes"].items()]
+    dropped = report.get("dropped_by_kernel")
+    lost = f"; {dropped} dropped by the kernel before the capture read them" if dropped else ""
     return Grid(f"packet capture ({report['tool']}, {report['packets']} packets in "
-                f"{report['pcap']}) vs accounting",
+                f"{report['pcap']}{lost}) vs accounting",
                 ["scheme", "queries exact", "bytes acct", "bytes captured", "Δ bytes",
                  "packets acct", "packets captured", "Δ packets", "unattributed"], rows)
 

@@ -35,6 +35,10 @@ if TYPE_CHECKING:  # both import this module
     from sim.build.faults import FaultPlan, FaultState
 
 AGENT_PORT = 40000
+#: tcpdump's kernel buffer (``-B``, KiB) wherever a run captures: a capture process a loaded
+#: machine holds off the CPU keeps what it has not yet read (libpcap's default is 2 MiB, a
+#: thousand snap-length frames, and loopback puts every packet in the ring twice)
+RING_KIB = 16384
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ class Support:
     ``exact``: per query, round trips, bytes and packets identical to the simulation (the
     run's other columns as the engine's own accounting gives them), but for what the note
     says the wall clock decides (:data:`WALL_CLOCK_ACKS`: whole pure ACKs on persistent
-    connections, which a loaded machine adds); ``statistical``: the results agree within a
+    connections, which a loaded machine adds; :data:`SIBLING_WALKS`: a walk delayed past
+    its sibling's referral skips that query); ``statistical``: the results agree within a
     tolerance (success rates), not query by query; ``no``: refused before anything runs,
     with ``note`` as the reason. ``note`` is one line: for a supported feature, how it is
     done or what is approximate."""
@@ -130,6 +131,11 @@ NO: Final = "no"
 #: delayed-ACK timer, sim.accounting.keepalive_acks and dot_acks, compares gaps with 40 ms;
 #: a loaded machine stretches them), so those bytes and packets may differ by whole ACKs
 WALL_CLOCK_ACKS: Final = "a pure ACK whose gap is near the delayed-ACK timeout may differ"
+#: in an exact cell's note: what the wall clock decides between a discovery's walks side by
+#: side (a round's questions, sent together): a walk that a loaded host holds up by a round
+#: trip finds the referral its sibling fetched in the resolver's cache and skips that query
+SIBLING_WALKS: Final = ("a walk a loaded host delays by a round trip may find its sibling's "
+                        "referral cached (fewer exchanges, the same servers)")
 _NODE_FAULTS = ("each sending node's socket adapter applies the same FaultPlan (a down "
                 "node's packets dropped, registry replicas' listeners closed and connections "
                 "reset) at wall-clock times: success rates agree within a tolerance")
@@ -137,7 +143,7 @@ _REAL_TIME_CHURN = ("changes applied at their workload times on the wall clock: 
                     "flight at a change may see either side of it")
 _NOT_SHARDED = "a sharded run is the simulation split over Ray workers"
 _DRAFTS_REAL = ("the hosting servers on real sockets; each agent searches its own copy of the "
-                "mirror and asks the same questions")
+                f"mirror and asks the same questions; {SIBLING_WALKS}")
 
 ENGINES: dict[str, EngineInfo] = {
     e.name: e

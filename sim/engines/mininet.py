@@ -53,7 +53,7 @@ from typing import Any
 
 import networkx as nx
 
-from sim.build.runplan import RunPlan, StubSink
+from sim.build.runplan import RING_KIB, RunPlan, StubSink
 from sim.engines.base import EngineOutput, merge_outputs
 from sim.engines.netemtable import set_distribution
 from sim.engines.nodehost import (
@@ -303,8 +303,9 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
 
 def _tcpdump(host: Any, where: list[str], bpf: str, path: Path) -> subprocess.Popen:
     """``tcpdump`` in ``host``'s namespace, writing every packet to ``path`` at once."""
-    return host.popen(["tcpdump", *where, "-U", "--immediate-mode", "-n", "-s", "1024", "-w",
-                       str(path), bpf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return host.popen(["tcpdump", *where, "-U", "--immediate-mode", "-n", "-s", "1024", "-B",
+                       str(RING_KIB), "-w", str(path), bpf],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _build_network(net: Any, tag: str, graph: nx.Graph, edges: list[tuple[Any, Any, Any]],

@@ -18,6 +18,7 @@ scapy and each IPv4 packet is attributed to a query:
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import subprocess
 import time
@@ -31,12 +32,13 @@ from dnslib import DNSRecord
 
 from nodes.registry.client import RegistryAgent, RegistryResult
 from sim.accounting import WireCost
-from sim.build.runplan import RunPlan
+from sim.build.runplan import RING_KIB, RunPlan
 from sim.engines.base import EngineOutput
 from sim.run.records import stub_walks
 from sim.schemes import SchemeSpec
 
 LINKTYPE_RAW = 101  # pcap link type of packets that begin with their IP header
+_DROPPED = re.compile(rb"(\d+) packets? dropped by kernel")
 
 #: one scheme's run as a capture sees it: scheme, plan, output, wall-clock start and end
 Window = tuple[SchemeSpec, RunPlan, EngineOutput, float, float]
@@ -63,13 +65,16 @@ class Capture:
         self.tool = "tcpdump" if shutil.which("tcpdump") else "scapy"
         self._proc: subprocess.Popen | None = None
         self._sniffer: Any = None  # scapy's AsyncSniffer (fallback)
+        #: packets the kernel dropped before tcpdump read them, as tcpdump reports on exit
+        #: (None: not known, with scapy or before :meth:`stop`)
+        self.dropped: int | None = None
 
     def start(self) -> Capture:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.tool == "tcpdump":
             self._proc = subprocess.Popen(
                 ["tcpdump", "-i", self.iface, "--immediate-mode", "-U", "-n", "-s",
-                 str(self.snaplen), "-w", str(self.path), self.bpf],
+                 str(self.snaplen), "-B", str(RING_KIB), "-w", str(self.path), self.bpf],
                 stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
             assert self._proc.stderr is not None
             line = self._proc.stderr.readline().decode(errors="replace")  # "listening on lo…"
@@ -90,6 +95,9 @@ class Capture:
             self._proc.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=10)
+            if self._proc.returncode is not None and self._proc.stderr is not None:
+                found = _DROPPED.search(self._proc.stderr.read())  # its statistics on exit
+                self.dropped = int(found.group(1)) if found else None
             self._proc = None
         elif self._sniffer is not None:
             from scapy.utils import wrpcap
@@ -202,13 +210,16 @@ def attribute(packets: Iterable[Packet], ports: set[int],
 
 
 def compare_capture(df: pd.DataFrame, pcap: Path, windows: list[Window], tool: str,
-                    ports: set[int]) -> tuple[pd.DataFrame, dict]:
-    """Attribute captured packets to queries; add ``cap_*`` columns; compare per scheme."""
+                    ports: set[int], dropped: int | None = None) -> tuple[pd.DataFrame, dict]:
+    """Attribute captured packets to queries; add ``cap_*`` columns; compare per scheme.
+    ``dropped``: packets the capture tool says the kernel dropped (a capture that lost
+    packets cannot show the accounting exact; the report says how many)."""
     packets = read_packets(pcap)
     cols: dict[str, list[pd.Series]] = {c: [] for c in (
         "cap_bytes_up", "cap_bytes_down", "cap_packets_up",
                             "cap_packets_down")}
-    report: dict = {"pcap": pcap.name, "tool": tool, "packets": len(packets), "schemes": {}}
+    report: dict = {"pcap": pcap.name, "tool": tool, "packets": len(packets),
+                    "dropped_by_kernel": dropped, "schemes": {}}
     for scheme, plan, output, start, end in windows:
         mine = [p for p in packets if start <= p.ts <= end]
         dns_keys: dict = {}

@@ -321,7 +321,7 @@ def _finish(run: Run, got: Collected, started: datetime
         pcap = merge_pcaps(run.sniffer.stop(), [p for w in got.windows for p in w[2].pcaps])
         df, summary["capture"] = compare_capture(
             df, pcap, got.windows, run.sniffer.tool,
-            {run.live_port, REGISTRY_PORT, dot_port(run.live_port)})
+            {run.live_port, REGISTRY_PORT, dot_port(run.live_port)}, run.sniffer.dropped)
     if got.processing:
         summary["calibrated_processing_s"] = _calibrated(got)
     if sc.faults is not None:  # sim.build.faults: success over time, extra latency, recovery
