@@ -59,7 +59,9 @@ def processing_line(scenario: Mapping[str, Any]) -> str:
 def _dns_scheme(s: Mapping[str, Any]) -> str:
     upstream = "DNS over TLS" if s.get("upstream") == "tls" else "UDP"
     cache = "resolver cache on" if s.get("cache", True) else "resolver cache off"
-    return f"DNS, agent→resolver UDP, resolver→servers {upstream}, {cache}"
+    model = s.get("resolver_model") or "project"
+    stock = "" if model == "project" else f", iterating as {model} (QNAME minimisation)"
+    return f"DNS, agent→resolver UDP, resolver→servers {upstream}, {cache}{stock}"
 
 
 def _registry_scheme(s: Mapping[str, Any]) -> str:

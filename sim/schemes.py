@@ -13,6 +13,7 @@ from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 from nodes.dns.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from nodes.resolver.config import ResolverConfig
 from nodes.resolver.merge import MERGES, SEARCHES
+from nodes.resolver.minimise import PROJECT
 from nodes.trust import TrustPolicy
 from sim.catalog.registries import REGISTRIES
 from sim.catalog.strategies import MODES, STRATEGIES
@@ -82,6 +83,13 @@ class DnsScheme(_Scheme):
         "unmodified resolvers dropping or forwarding the option, qname an unmodified resolver "
         "with the intent carried in the query name and the servers' CNAME chain followed: "
         "the deployable design); unset: the strategy's first mode")
+    resolver_model: Literal["project", "unbound", "bind", "knot-resolver", "pdns-recursor"] = (
+        Field(default="project", description="a stock resolver's plain iteration (modes strip, "
+              "pass-through, qname and the drafts): project (the full name at every server), "
+              "or as a stock recursor does it, calibrated against its binary in tooldns "
+              "recursors (QNAME minimisation with A or NS, underscore labels, priming, "
+              "which NODATA it caches, whether it uses the delegation beside a CNAME; "
+              "nodes.resolver.minimise)"))
     cache: bool = Field(default=True, description="the resolver caches referrals and answers")
     query_mock: bool = Field(default=True, description="the resolver answers repeated intents "
                              "from cache (per intent text)")
@@ -137,6 +145,10 @@ class DnsScheme(_Scheme):
         if mode.mirror and self.k == 0:  # a draft's agent resolves what its search chose
             raise ValueError(f"k: {self.kind} resolves the top K tools its search chose; "
                              "K ≥ 1")
+        if self.resolver_model != PROJECT and mode.resolver == "aware":
+            raise ValueError(f"resolver_model: {self.resolver_model} is a stock recursor's "
+                             "iteration; mode aware walks cursors with the intent option "
+                             "(use strip, pass-through, qname or a draft)")
         if self.mode == "qname" and self.k == 0:  # a stock resolver follows one CNAME chain
             raise ValueError("k: mode qname needs K ≥ 1 (one CNAME chain to a leaf, "
                              "its top-K tools)")
@@ -230,4 +242,5 @@ def resolver_config(scheme: DnsScheme, trust: TrustPolicy | None, trust_anchor: 
                           cache_max_entries=scheme.cache_max_entries,
                           cache_max_bytes=scheme.cache_max_bytes,
                           max_clients=scheme.max_clients, upstream=scheme.upstream,
-                          upstream_fallback=scheme.upstream_fallback)
+                          upstream_fallback=scheme.upstream_fallback,
+                          resolver_model=scheme.resolver_model)

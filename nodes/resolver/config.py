@@ -13,6 +13,7 @@ from nodes.dns.wire import (
     SCORES_OPTION_CODE,
 )
 from nodes.resolver.merge import MERGES, SEARCHES, MergePolicy
+from nodes.resolver.minimise import MODELS, PROJECT
 from nodes.trust import TrustPolicy
 
 # ``aware`` walks cursor names with the intent option; ``strip`` and ``pass-through`` model
@@ -70,6 +71,9 @@ class ResolverConfig:
     # (the opportunistic profile)
     upstream_fallback: Literal["none", "tcp", "udp"] = "none"
     embedding_code: int = EMBEDDING_OPTION_CODE
+    # plain iteration as a stock recursor does it (nodes.resolver.minimise: QNAME
+    # minimisation, priming, ...), or the project's own (the full name at every server)
+    resolver_model: str = PROJECT
     # MERGES[merge], looked up once here
     merge_policy: MergePolicy = field(init=False, repr=False, compare=False)
 
@@ -81,6 +85,9 @@ class ResolverConfig:
             raise ValueError(f"merge: unknown policy {self.merge!r} (one of "
                              f"{', '.join(MERGES)})")
         object.__setattr__(self, "merge_policy", policy)
+        if self.resolver_model not in MODELS:
+            raise ValueError(f"resolver_model: unknown {self.resolver_model!r} (one of "
+                             f"{', '.join(MODELS)})")
 
     @property
     def wants_scores(self) -> bool:

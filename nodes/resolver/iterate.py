@@ -6,20 +6,32 @@ NXDOMAIN by the SOA's TTL. With ``dnssec`` every reply is validated with the key
 zone asked (a positive answer then earns the client AD; denials are not checked).
 
 Used for the ``strip``, ``pass-through`` and ``qname`` modes and for any stub query that is
-not a cursor walk. A state machine the core drives (:data:`nodes.resolver.types.Rounds`)."""
+not a cursor walk. With a ``resolver_model`` other than the project's it iterates as that
+stock recursor does (:mod:`nodes.resolver.minimise`: QNAME minimisation, priming, what it
+caches and uses). A state machine the core drives (:data:`nodes.resolver.types.Rounds`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from dnslib import RR, DNSHeader, DNSRecord
 
-from nodes.dns.message import RC_NOERROR, RC_NXDOMAIN, TYPE_CNAME, TYPE_NS, TYPE_SOA, Message
+from nodes.dns.message import (
+    RC_NOERROR,
+    RC_NXDOMAIN,
+    TYPE_A,
+    TYPE_CNAME,
+    TYPE_NS,
+    TYPE_SOA,
+    Message,
+)
 from nodes.dns.wire import Intent, is_subdomain, normalise
 from nodes.dns.zone import Address
 from nodes.resolver.caches import Known
 from nodes.resolver.context import Context
-from nodes.resolver.types import Answer, Ask, DiscoveryResult, Rounds, rcode_text
+from nodes.resolver.minimise import PROFILES, Profile, minimised
+from nodes.resolver.types import Answer, Ask, DiscoveryResult, Reply, Rounds, rcode_text
 from nodes.resolver.validate import fetch_keys, validated
 
 MAX_CNAMES = 16  # CNAMEs followed for one question (BIND's max-restarts is 11, Unbound 11)
@@ -62,26 +74,20 @@ def iterate(ctx: Context, qname: str, qtype: int, intent: Intent | None,
         result.cache["negative_hit"] += 1
         result.rcode = "NXDOMAIN"
         return None, "NXDOMAIN"
+    profile = PROFILES.get(ctx.config.resolver_model)
+    if profile is not None:
+        return (yield from _minimising(ctx, chase, qtype, intent, result, profile))
     answers = intent is None  # the answer depends on the name alone: cache it by name
     chase.bailiwick, chase.servers = caches.servers_for(chase.qname, chase.known)
     for _ in range(ctx.config.max_rounds):
-        if answers:
-            cached = caches.get(caches.answers, (chase.qname, qtype))
-            if cached is not None:
-                result.cache["answer_hit"] += 1
-                return chained(chase.chain, cached), None
-            cname = caches.get(caches.answers, (chase.qname, TYPE_CNAME))
-            if cname is not None:
-                result.cache["cname_hit"] += 1
-                if len(chase.chain) >= MAX_CNAMES:
-                    break
-                chase.follow(ctx, cname[0])
-                continue
-        if ctx.config.dnssec:  # the zone's key first, checked against its DS
-            yield from fetch_keys(ctx, {chase.bailiwick: chase.servers}, result)
-        (reply,) = yield [Ask(chase.qname, qtype, chase.servers, intent)]
-        if ctx.config.dnssec and reply.msg is not None:
-            reply = validated(ctx, reply, chase.bailiwick, result)
+        hit = _cached(ctx, chase, qtype, result) if answers else None
+        if hit == "too long":
+            break
+        if hit == "followed":
+            continue
+        if hit is not None:
+            return hit
+        reply = yield from _ask(ctx, chase, chase.qname, qtype, intent, result)
         if reply.msg is None:
             result.rcode = "SERVFAIL"
             return None, reply.error
@@ -91,10 +97,43 @@ def iterate(ctx: Context, qname: str, qtype: int, intent: Intent | None,
     return _give_up(chase, result)
 
 
+def _ask(ctx: Context, chase: _Chase, name: str, qtype: int, intent: Intent | None,
+         result: DiscoveryResult) -> Rounds[Reply]:
+    """``name``/``qtype`` asked of the servers of the zone ``chase`` is in (with DNSSEC: the
+    zone's key first, checked against its DS, and the reply validated)."""
+    if ctx.config.dnssec:
+        yield from fetch_keys(ctx, {chase.bailiwick: chase.servers}, result)
+    (reply,) = yield [Ask(name, qtype, chase.servers, intent)]
+    if ctx.config.dnssec and reply.msg is not None:
+        reply = validated(ctx, reply, chase.bailiwick, result)
+    return reply
+
+
+def _cached(ctx: Context, chase: _Chase, qtype: int, result: DiscoveryResult
+            ) -> Final | Literal["followed", "too long"] | None:
+    """What the cache holds for the name now asked: the answer (with the chain followed),
+    "followed" when a cached CNAME moved ``chase`` on, "too long" when the chain is, else
+    None."""
+    caches = ctx.caches
+    cached = caches.get(caches.answers, (chase.qname, qtype))
+    if cached is not None:
+        result.cache["answer_hit"] += 1
+        return chained(chase.chain, cached), None
+    cname = caches.get(caches.answers, (chase.qname, TYPE_CNAME))
+    if cname is None:
+        return None
+    result.cache["cname_hit"] += 1
+    if len(chase.chain) >= MAX_CNAMES:
+        return "too long"
+    chase.follow(ctx, cname[0])
+    return "followed"
+
+
 def _on_reply(ctx: Context, chase: _Chase, msg: Answer, qtype: int, answers: bool,
-              result: DiscoveryResult) -> Final | None:
+              result: DiscoveryResult, beside: bool = True) -> Final | None:
     """What a response means: the final answer (or failure), else None with ``chase``
-    moved on (a CNAME followed, a referral taken)."""
+    moved on (a CNAME followed, a referral taken; ``beside``: the delegation sent with a
+    CNAME learned)."""
     caches = ctx.caches
     qname = chase.qname
     owned = [rr for rr in msg.rr if normalise(rr.rname) == qname]
@@ -111,7 +150,7 @@ def _on_reply(ctx: Context, chase: _Chase, msg: Answer, qtype: int, answers: boo
         ctx.stats["cnames_followed"] += 1
         if answers:
             caches.put(caches.answers, (qname, TYPE_CNAME), [cname], cname.ttl)
-        if any(rr.rtype == TYPE_NS for rr in msg.auth):  # the next zone, beside it
+        if beside and any(rr.rtype == TYPE_NS for rr in msg.auth):  # the next zone, beside it
             caches.learn_referral(msg, chase.bailiwick, chase.known)
         chase.follow(ctx, cname)
         return None
@@ -135,6 +174,79 @@ def _on_reply(ctx: Context, chase: _Chase, msg: Answer, qtype: int, answers: boo
         result.rcode = "SERVFAIL"
         return None, f"no glue for {chase.bailiwick}"
     return None
+
+
+def _minimising(ctx: Context, chase: _Chase, qtype: int, intent: Intent | None,
+                result: DiscoveryResult, profile: Profile) -> Rounds[Final]:
+    """:func:`iterate` as ``profile``'s recursor does it: the root primed, then at each zone
+    one more label shown at a time (QTYPE A or NS) until a referral, an NXDOMAIN (nothing
+    below, RFC 8020) or the full name, which is asked with its own type (Unbound: with A
+    first); NODATA for a shown name means go on."""
+    caches = ctx.caches
+    if profile.primes and caches.get(caches.answers, (".", TYPE_NS)) is None:
+        (reply,) = yield [Ask(".", TYPE_NS, caches.root_hints, None)]
+        roots = [rr for rr in reply.msg.rr if rr.rtype == TYPE_NS] if reply.msg else []
+        if roots:
+            caches.put(caches.answers, (".", TYPE_NS), roots, min(rr.ttl for rr in roots))
+    answers = intent is None
+    chase.bailiwick, chase.servers = caches.servers_for(chase.qname, chase.known)
+    labels, probe_a = 1, profile.full_as_a and qtype != TYPE_A
+    for _ in range(ctx.config.max_rounds):
+        hit = _cached(ctx, chase, qtype, result) if answers else None
+        if hit == "too long":
+            break
+        if hit is not None and hit != "followed":
+            return hit
+        if hit == "followed":  # a cached CNAME: the target from its closest zone
+            labels, probe_a = 1, profile.full_as_a and qtype != TYPE_A
+            continue
+        name, shown = minimised(chase.qname, chase.bailiwick, labels, profile)
+        full = name == chase.qname
+        if not full and profile.keeps_nodata and caches.get(
+                caches.negative, (name, "nodata")) is not None:
+            result.cache["nodata_hit"] += 1
+            labels = shown + 1
+            continue
+        asked = (qtype if not probe_a else TYPE_A) if full else profile.qtype
+        reply = yield from _ask(ctx, chase, name, asked, intent, result)
+        msg = reply.msg
+        if msg is None:
+            result.rcode = "SERVFAIL"
+            return None, reply.error
+        delegates = msg.header.rcode == RC_NOERROR and not msg.rr and any(
+            rr.rtype == TYPE_NS for rr in msg.auth)
+        owned_cname = any(rr.rtype == TYPE_CNAME and normalise(rr.rname) == name
+                          for rr in msg.rr)
+        if (full and (asked == qtype or owned_cname)) or delegates or (
+                full and msg.header.rcode == RC_NXDOMAIN):
+            final = _on_reply(ctx, chase, msg, qtype, answers, result, profile.beside_cname)
+            if final is not None:
+                return final
+            labels, probe_a = 1, profile.full_as_a and qtype != TYPE_A
+            continue
+        if msg.header.rcode == RC_NXDOMAIN:  # nothing exists below the name shown
+            result.rcode = "NXDOMAIN"
+            caches.put(caches.negative, (chase.qname, qtype), True, _negative_ttl(msg))
+            return (chained(chase.chain, msg) if chase.chain else msg), "no such name"
+        if msg.header.rcode != RC_NOERROR:
+            result.rcode = rcode_text(msg.header.rcode)
+            return None, f"{result.rcode} for {name}"
+        if full:  # the full name's A (Unbound) answered without a CNAME: now its own type
+            probe_a = False
+            continue
+        if profile.keeps_nodata:  # NODATA (or another type's data) for the name shown
+            caches.put(caches.negative, (name, "nodata"), True, _negative_ttl(msg))
+        labels = MAX_LABELS if profile.stops_on_nodata else shown + 1
+    return _give_up(chase, result)
+
+
+MAX_LABELS = 127  # more than a name can have: "the full name"
+
+
+def _negative_ttl(msg: Answer) -> float:
+    """How long a denial may be cached: its SOA's TTL (0 without one)."""
+    soa = [rr for rr in msg.auth if rr.rtype == TYPE_SOA]
+    return float(soa[0].ttl) if soa else 0.0
 
 
 def _give_up(chase: _Chase, result: DiscoveryResult) -> Final:

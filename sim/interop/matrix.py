@@ -167,6 +167,7 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
     import asyncio
 
     from sim.build.hierarchy import build_hierarchy
+    from sim.interop.model import compare
     from sim.run.capture import Capture, read_packets
     from sim.sockets.hierarchy import LiveHierarchy
     from topologies.orgzones import publications
@@ -211,7 +212,10 @@ async def measure(resolvers: Sequence[str], variants: Sequence[str], catalog: st
         "option_code": hierarchy.option_code,
         "drafts": ctx.drafts, "draft_host": list(ctx.draft_host),
     }
-    return finalise(out, meta)
+    result = finalise(out, meta)
+    if "plain" in variants:  # the resolver model with each recursor's profile, beside it
+        result["model"] = compare(hierarchy, meta, result["resolvers"])
+    return result
 
 
 async def _variant(ctx: Context, variant: str, resolvers: Sequence[str], seed: int,

@@ -32,6 +32,7 @@ from sim.interop.tables import (
     cost_markdown,
     details_markdown,
     matrix_markdown,
+    model_markdown,
     quirks_markdown,
     rank_markdown,
 )
@@ -98,6 +99,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"Upstream cost ({variant}):")
             print()
             print(cost_markdown(result, variant))
+        if result.get("model"):
+            print()
+            print("The resolver model as each recursor (resolver_model), against the binary "
+                  "(plain: the qname walk and its targets, ten walks in a row, the drafts' "
+                  "questions):")
+            print()
+            print(model_markdown(result))
         print()
         print("Rank order (plain): the leaf's top K as relayed, read from SRV priority:")
         print()

@@ -104,6 +104,21 @@ def cost_markdown(result: dict, variant: str = "plain") -> str:
     return "\n".join(lines)
 
 
+def model_markdown(result: dict) -> str:
+    """Per recursor, the resolver model with its profile (``resolver_model``) beside the
+    binary: probes whose upstream names are the same, in the same order, and the queries
+    each sent in all."""
+    lines = ["| recursor | probes asked alike | binary: queries | model: queries | differ |",
+             "|---|---:|---:|---:|---|"]
+    for name, probes in result.get("model", {}).items():
+        same = sum(p["same"] for p in probes.values())
+        binary = sum(len(p["binary"]) for p in probes.values())
+        model = sum(len(p["model"]) for p in probes.values())
+        differ = ", ".join(k for k, p in probes.items() if not p["same"]) or "none"
+        lines.append(f"| {name} | {same}/{len(probes)} | {binary} | {model} | {differ} |")
+    return "\n".join(lines)
+
+
 def rank_markdown(result: dict) -> str:
     """Per resolver, the rank probes: how often the RRset arrived in the leaf's order, and
     how often the order read from SRV priority (what the agent uses) was the leaf's."""

@@ -23,7 +23,13 @@ from sim.interop.probe import RANK_INTENTS, RANK_K, _ready, by_priority, minimis
 from sim.interop.process import Running
 from sim.interop.resolvers import RESOLVERS, SPECS, Setup, Spec
 from sim.interop.rows import ROWS, rank_counts
-from sim.interop.tables import cost_markdown, cost_rows, matrix_markdown, rank_markdown
+from sim.interop.tables import (
+    cost_markdown,
+    cost_rows,
+    matrix_markdown,
+    model_markdown,
+    rank_markdown,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.interop]
 
@@ -196,6 +202,22 @@ def test_qname_walk_cost_through_recursors(matrix: dict, name: str) -> None:
 
 
 @needs_root
+@pytest.mark.parametrize("name", RECURSORS)
+def test_resolver_model_asks_what_the_binary_asks(matrix: dict, name: str) -> None:
+    """The project's resolver with this recursor's profile (``resolver_model``), on the
+    same hierarchy and probes in memory, asks the servers the same names, with the same
+    types, in the same order as the binary did: the qname walk cold, warm, repeated and
+    its targets' A; ten intents' walks one after another; every draft's questions and the
+    host's A (``sim.interop.model``)."""
+    _installed(name)
+    rows = matrix["model"][name]
+    assert len(rows) == 29, sorted(rows)
+    differ = {probe: (r["binary"], r["model"]) for probe, r in rows.items() if not r["same"]}
+    assert not differ, differ
+    assert sum(len(r["binary"]) for r in rows.values()) > 16  # minimised: more than one each
+
+
+@needs_root
 def test_unbound_and_bind_minimise_label_by_label(matrix: dict) -> None:
     """Unbound and BIND ask every intermediate name of the qname walk (twice the aware
     walk's queries or more, cold); the aware resolver never minimises."""
@@ -346,6 +368,9 @@ def test_outputs_render(matrix: dict, tmp_path: Path) -> None:
     rows = cost_rows(matrix)
     assert {r["resolver"] for r in rows} == {n for n in RESOLVERS
                                            if SPECS[n].executable() is not None}
+    model = model_markdown(matrix).splitlines()
+    assert model[0].startswith("| recursor | probes asked alike |")
+    assert {line.split(" | ")[0][2:] for line in model[2:]} == set(matrix["model"])
 
 
 # --------------------------------------------------- no root needed: configuration
