@@ -191,7 +191,11 @@ def _minimising(ctx: Context, chase: _Chase, qtype: int, intent: Intent | None,
     answers = intent is None
     chase.bailiwick, chase.servers = caches.servers_for(chase.qname, chase.known)
     labels, probe_a = 1, profile.full_as_a and qtype != TYPE_A
-    for _ in range(ctx.config.max_rounds):
+    rounds, chain = 0, 0  # the loop guard counts per name of the CNAME chain (bounded)
+    while rounds < ctx.config.max_rounds:
+        if len(chase.chain) != chain:
+            rounds, chain = 0, len(chase.chain)
+        rounds += 1
         hit = _cached(ctx, chase, qtype, result) if answers else None
         if hit == "too long":
             break

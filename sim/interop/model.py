@@ -86,17 +86,26 @@ def compare(hierarchy: Hierarchy, meta: dict[str, Any], resolvers: dict[str, Any
                 continue
             for probe, asked in model_asked(hierarchy, session, name).items():
                 binary = probes[probe]["cost"]["asked"]
-                rows[probe] = {"binary": binary, "model": asked, "same": alike(binary, asked)}
+                rows[probe] = {"binary": binary, "model": asked, "same": alike(binary, asked),
+                               "resent": len(binary) - len(resent_once(binary))}
         out[name] = rows
     return out
 
 
 def alike(binary: list[str], model: list[str]) -> bool:
-    """The same queries in the same order; the priming query may come first or second (BIND
-    primes beside the first query it sends, and either may leave first)."""
+    """The same queries in the same order, a query sent again at once (a retransmission
+    after a timeout: when is the machine's, not the pattern's) counted once; the priming
+    query may come first or second (BIND primes beside the first query it sends, and
+    either may leave first)."""
+    binary = resent_once(binary)
     if binary == model:
         return True
     head = 2  # where priming may be
     return (binary.count(PRIMING) == model.count(PRIMING) == 1
             and PRIMING in binary[:head] and PRIMING in model[:head]
             and [q for q in binary if q != PRIMING] == [q for q in model if q != PRIMING])
+
+
+def resent_once(asked: list[str]) -> list[str]:
+    """``asked`` without a query that repeats the one just before it."""
+    return [q for i, q in enumerate(asked) if i == 0 or asked[i - 1] != q]

@@ -106,16 +106,18 @@ def cost_markdown(result: dict, variant: str = "plain") -> str:
 
 def model_markdown(result: dict) -> str:
     """Per recursor, the resolver model with its profile (``resolver_model``) beside the
-    binary: probes whose upstream names are the same, in the same order, and the queries
-    each sent in all."""
-    lines = ["| recursor | probes asked alike | binary: queries | model: queries | differ |",
-             "|---|---:|---:|---:|---|"]
+    binary: probes whose upstream names are alike (:func:`sim.interop.model.alike`), the
+    queries each sent in all, and the binary's retransmissions (not compared)."""
+    lines = ["| recursor | probes asked alike | binary: queries | model: queries | "
+             "binary: resent | differ |", "|---|---:|---:|---:|---:|---|"]
     for name, probes in result.get("model", {}).items():
         same = sum(p["same"] for p in probes.values())
         binary = sum(len(p["binary"]) for p in probes.values())
         model = sum(len(p["model"]) for p in probes.values())
         differ = ", ".join(k for k, p in probes.items() if not p["same"]) or "none"
-        lines.append(f"| {name} | {same}/{len(probes)} | {binary} | {model} | {differ} |")
+        resent = sum(p.get("resent", 0) for p in probes.values())
+        lines.append(f"| {name} | {same}/{len(probes)} | {binary} | {model} | {resent} | "
+                     f"{differ} |")
     return "\n".join(lines)
 
 

@@ -17,14 +17,19 @@ SHARDED_COLUMN = "sharded"  # the catalogue's SHARDED: a simpy run over 2 Ray wo
 
 def base(**overrides: Any) -> Scenario:
     """engines-small on a 3-node star: one closed-loop agent, no loss, 5 ms links, resolver
-    timeouts of 5 s (a reply held up by a loaded machine is not retried: every engine
-    exchanges the same messages), fixed processing (no calibration), one scheme."""
+    timeouts of 5 s for every scheme that does not set its own (a reply held up by a
+    loaded machine is not retried: every engine exchanges the same messages; the drafts and
+    registries cells, which list their schemes, had 0.5 s until a live run on a loaded CI
+    machine retried one), fixed processing (no calibration), one scheme."""
     sc = scenario("engines-small", **{
         "network.link.delay.mean": 0.005, "network.processing.model": "fixed",
         "network.nodes": 3,  # few sites: few Mininet host processes to start per scheme
         "workload.queries": QUERIES, "workload.pool": 8})
-    return sc.model_copy(update={"schemes": sc.schemes[:1]}).with_overrides(
-        {"schemes.0.timeout": 5.0, **overrides})
+    listed = overrides.get("schemes") or []  # schemes given whole: keep the timeouts they set
+    own = {i for i, given in enumerate(listed) if "timeout" in given}
+    sc = sc.model_copy(update={"schemes": sc.schemes[:1]}).with_overrides(overrides)
+    return sc.with_overrides({f"schemes.{i}.timeout": 5.0 for i in range(len(sc.schemes))
+                              if i not in own})
 
 
 def feature_scenario(feature: Feature) -> Scenario:

@@ -162,7 +162,10 @@ def _skipped_by_siblings(sim: pd.DataFrame, got: pd.DataFrame,
     more round trips); ``got``'s wire and count columns are set to the simulation's there
     so the rest of the comparison stays exact."""
     fewer = (sim.exchanges - got.exchanges).where(sim.scheme.isin(schemes), 0)
-    assert (fewer >= 0).all(), "more exchanges than the simulation"
+    more = fewer < 0
+    shown = [c for c in ("scheme", "job", "exchanges", "timeouts", "retries") if c in got]
+    assert not more.any(), ("more exchanges than the simulation", got.loc[more, shown]
+                            .to_dict("records"), sim.exchanges[more].tolist())
     raced = fewer > 0
     for way in ("up", "down"):
         assert (sim[f"packets_{way}"] - got[f"packets_{way}"])[raced].eq(fewer[raced]).all()
