@@ -73,9 +73,9 @@ def trust_report(df: pd.DataFrame, ns: Namespace, policies: dict[str, str]) -> d
 def sign_hierarchy(hierarchy: Hierarchy, seed: int | str) -> str:
     """Sign every zone of a hierarchy (``namespace.dnssec``, ``tooldns serve --dnssec``,
     ``tooldns export-zones --sign``): each server gets a :class:`nodes.dns.dnssec.ZoneSigner`
-    for its zone, with keys derived from ``seed`` (online signatures and denial proofs,
+    for the zones it holds, with keys derived from ``seed`` (online signatures and denial proofs,
     DNSKEY and DS answers, signed transfers); returns the trust anchor (root DS)."""
-    for address, server in hierarchy.servers.items():
-        server.signer = ZoneSigner(str(seed), [hierarchy.zone_of[address]])
+    for server in hierarchy.servers.values():  # every zone it holds (a hosting server of
+        server.signer = ZoneSigner(str(seed), server.zones)  # the organisations' holds many)
         server._cache.clear()  # replies cached before signing was switched on
     return trust_anchor(str(seed))
