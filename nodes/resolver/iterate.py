@@ -199,11 +199,11 @@ def _minimising(ctx: Context, chase: _Chase, qtype: int, intent: Intent | None,
         hit = _cached(ctx, chase, qtype, result) if answers else None
         if hit == "too long":
             break
-        if hit is not None and hit != "followed":
-            return hit
         if hit == "followed":  # a cached CNAME: the target from its closest zone
             labels, probe_a = 1, profile.full_as_a and qtype != TYPE_A
             continue
+        if hit is not None:
+            return hit
         name, shown = minimised(chase.qname, chase.bailiwick, labels, profile)
         full = name == chase.qname
         if not full and profile.keeps_nodata and caches.get(

@@ -1,8 +1,8 @@
 """The resolver model beside the binaries: the names the project's resolver asks the servers
 with a stock recursor's profile (``resolver_model``, :mod:`nodes.resolver.minimise`) on the
-harness's qname probes (cold, warm, repeat: the same intents, a fresh resolver), in memory
-on the harness's own hierarchy, and how they compare with the names that recursor asked
-(its capture: ``probes[…].cost.asked``)."""
+harness's sessions (:func:`sessions`, each on a fresh resolver), in memory on the harness's
+own hierarchy, and how they compare with the names that recursor asked (its capture:
+``probes[…].cost.asked``; :func:`alike`)."""
 
 from __future__ import annotations
 
@@ -69,13 +69,14 @@ def model_asked(hierarchy: Hierarchy, session: list[Probe], profile: str
 def compare(hierarchy: Hierarchy, meta: dict[str, Any], resolvers: dict[str, Any]
             ) -> dict[str, Any]:
     """For each recursor measured (plain variant) that has a profile: per probe, the
-    binary's names, the model's, and whether they are the same in the same order."""
+    binary's names, the model's, whether they are :func:`alike` and how many queries the
+    binary resent."""
     hierarchy.reset()  # unsigned, as the plain variant
     out: dict[str, Any] = {}
     for name, res in resolvers.items():
-        probes = res.get("variants", {}).get("plain", {}).get("probes", {})
         if name not in PROFILES:
             continue
+        probes = res.get("variants", {}).get("plain", {}).get("probes", {})
         rows: dict[str, Any] = {}
         for session in sessions(meta):
             if session[0][0] == "qname cold" and "qname cold" in probes:  # then the targets'
