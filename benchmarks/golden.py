@@ -7,6 +7,8 @@ simpy engine, hashes ``results.csv``, ``nodes.csv`` and ``summary.json`` (withou
 ``provenance`` block: version, commit, machine, time), and compares the
 digests with ``benchmarks/golden.json``, recorded before the change.
 
+Stock recursors (``schemes[].resolver``) run only on the live engine: here each is its
+model (``resolver_model``, :func:`sim.interop.calibration.model_twin`).
 Calibrated processing times are measured on the machine (they differ run to run), so those
 scenarios run here with ``processing.model: fixed`` and its defaults; everything else is as
 shipped. Dense-scorer scenarios need the catalogue in ``../shared/data/tools`` and the
@@ -46,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 if "--code" in sys.argv[:-1]:  # before the imports below: the packages come from DIR
     sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--code") + 1]).resolve()))
 
+from sim.interop.calibration import model_twin  # noqa: E402
 from sim.loading import load_scenario  # noqa: E402
 from sim.provenance import deterministic_summary  # noqa: E402
 from sim.run.runner import run_scenario  # noqa: E402
@@ -153,7 +156,7 @@ def cases(only: list[str] | None) -> list[tuple[str, Scenario]]:
         else:
             out.append((path.stem, sc))
     out += [(name, Scenario.model_validate(data)) for name, data in EXTRA.items()]
-    out = [(name, _fixed(_one_process(sc.model_copy(update={
+    out = [(name, _fixed(_one_process(model_twin(sc).model_copy(update={
         "engine": "simpy", "outputs": sc.outputs.model_copy(update={"plots": False})}))))
         for name, sc in out]
     return [(n, s) for n, s in out if only is None or any(o in n for o in only)]

@@ -19,7 +19,8 @@ class FaultSpec(Spec):
     """One fault (see :mod:`sim.build.faults`): from ``at`` for ``duration`` seconds of workload
     time (null: to the end), or, with ``rate``, failures of each target arriving as a
     Poisson process (per second) from ``at`` on, each lasting an exponential time of mean
-    ``duration``. ``down`` crashes a server or registry replica (restart at the end);
+    ``duration``. ``down`` crashes a server, registry replica or stock recursor (restart
+    at the end; a recursor's process is killed and started again with an empty cache);
     ``slow`` adds ``delay`` to everything the target sends; ``lossy`` drops what it sends
     or receives with probability ``loss``; ``delay`` and ``partition`` act on the links
     between ``target`` and ``peer`` (both directions)."""

@@ -90,6 +90,12 @@ class DnsScheme(_Scheme):
               "recursors (QNAME minimisation with A or NS, underscore labels, priming, "
               "which NODATA it caches, whether it uses the delegation beside a CNAME; "
               "nodes.resolver.minimise)"))
+    resolver: Literal["project", "unbound", "bind", "knot-resolver", "pdns-recursor"] = Field(
+        default="project", description="the scheme's recursive resolver: project (the "
+        "project's own, on every engine) or a stock binary run in the scenario (live, in a "
+        "network namespace of the run's own, as root; Mininet, on the resolver's host; "
+        "sim.engines.stock): modes strip, qname and the drafts; the fields it cannot "
+        "honour are refused")
     cache: bool = Field(default=True, description="the resolver caches referrals and answers")
     query_mock: bool = Field(default=True, description="the resolver answers repeated intents "
                              "from cache (per intent text)")
@@ -149,6 +155,8 @@ class DnsScheme(_Scheme):
             raise ValueError(f"resolver_model: {self.resolver_model} is a stock recursor's "
                              "iteration; mode aware walks cursors with the intent option "
                              "(use strip, pass-through, qname or a draft)")
+        if self.resolver != PROJECT:
+            self._stock(mode.resolver)
         if self.mode == "qname" and self.k == 0:  # a stock resolver follows one CNAME chain
             raise ValueError("k: mode qname needs K ≥ 1 (one CNAME chain to a leaf, "
                              "its top-K tools)")
@@ -156,6 +164,46 @@ class DnsScheme(_Scheme):
             if getattr(self, name) != value:
                 raise ValueError(f"{name}: does not apply to mode {self.mode} ({mode.why})")
         return self
+
+
+    def _stock(self, behaviour: str) -> None:
+        """A stock binary as the resolver: refused with what it cannot do, by field."""
+        if behaviour in ("aware", "pass-through"):
+            raise ValueError(f"resolver: {self.resolver} is an unmodified recursor; mode "
+                             f"{self.mode} needs a resolver that "
+                             + ("walks cursors with the intent option" if behaviour == "aware"
+                                else "forwards the intent option")
+                             + " (use strip, qname or a draft)")
+        if self.resolver_model != PROJECT:
+            raise ValueError(f"resolver_model: models {self.resolver_model} where the binary "
+                             f"cannot run (simpy); resolver: {self.resolver} runs it (set one)")
+        for name, why in STOCK_REFUSED.items():
+            if name in self.model_fields_set and getattr(self, name) != (
+                    DnsScheme.model_fields[name].default):
+                raise ValueError(f"{name}: resolver {self.resolver} cannot honour it ({why})")
+
+
+#: fields of the project's resolver that a stock binary has no setting for
+STOCK_REFUSED = {
+    "cache": "a stock recursor always caches; its size is cache_max_bytes",
+    "query_mock": "the project's intent cache; a recursor caches by name",
+    "warm": "K = 0 warming walks cursors with the intent option",
+    "selection": "each recursor picks among a zone's servers its own way",
+    "srtt_decay": "each recursor picks among a zone's servers its own way",
+    "serve_stale": "not configured in the testbed's recursor setups",
+    "stale_ttl": "not configured in the testbed's recursor setups",
+    "trust": "a trust policy is the project resolver's filter of the tools it returns",
+    "cache_max_entries": "the recursors' caches are sized in bytes: cache_max_bytes",
+    "max_clients": "each recursor bounds its clients its own way",
+    "upstream": "the recursors query the servers over UDP (TC → TCP)",
+    "upstream_fallback": "the recursors query the servers over UDP (TC → TCP)",
+    "upstream_idle": "the recursors query the servers over UDP (TC → TCP)",
+    "upstream_connections": "the recursors query the servers over UDP (TC → TCP)",
+    "beam": "a stock recursor follows one CNAME chain",
+    "search": "a stock recursor follows one CNAME chain",
+    "merge": "a stock recursor follows one CNAME chain",
+    "send_embedding": "a stock recursor sends no intent",
+}
 
 
 class RegistryScheme(_Scheme):

@@ -45,6 +45,7 @@ A, NS, SOA, TXT, SRV, OPT = 1, 2, 6, 16, 33, 41
 #: and agents (dnslib's ``QTYPE.X`` is a method call per lookup), and response codes.
 TYPE_A, TYPE_NS, TYPE_SOA, TYPE_TXT, TYPE_SRV, TYPE_DNSKEY = A, NS, SOA, TXT, SRV, 48
 TYPE_CNAME = 5  # not read here (a message with one goes to dnslib)
+TYPE_AAAA = 28
 RC_NOERROR, RC_FORMERR, RC_SERVFAIL, RC_NXDOMAIN, RC_NOTIMP, RC_REFUSED = range(6)
 
 

@@ -15,6 +15,7 @@ from nodes.dns.message import (
     RC_NXDOMAIN,
     RC_SERVFAIL,
     TYPE_A,
+    TYPE_AAAA,
     TYPE_SOA,
     TYPE_SRV,
     Message,
@@ -30,6 +31,7 @@ from nodes.dns.wire import (
     requester_udp_size,
 )
 from nodes.resolver.config import ResolverConfig
+from nodes.resolver.minimise import PROFILES
 from nodes.resolver.types import DiscoveryResult, Transport
 from nodes.resolver.validate import authentic, set_ad
 
@@ -91,6 +93,10 @@ def answer(config: ResolverConfig, query: DNSRecord | QueryView, wire: bytes, va
         for rr in value.auth:
             if rr.rtype == TYPE_SOA:
                 reply.add_auth(rr)
+        if additional(config):  # the targets' addresses that came with the answer (BIND)
+            for rr in value.ar:
+                if rr.rtype in (TYPE_A, TYPE_AAAA):
+                    reply.add_ar(rr)
     elif result.endpoints:
         owner = query.q.qname
         for rank, ep in enumerate(result.endpoints):  # the rank as priority (RFC 2782)
@@ -107,6 +113,13 @@ def answer(config: ResolverConfig, query: DNSRecord | QueryView, wire: bytes, va
     if ad and (query.header.ad or (opt is not None and opt.ttl & 0x8000)):
         data = set_ad(data)
     return data
+
+
+def additional(config: ResolverConfig) -> bool:
+    """Whether the resolver sends an SRV answer's target addresses with it (a profile's
+    ``additional``: :mod:`nodes.resolver.minimise`)."""
+    profile = PROFILES.get(config.resolver_model)
+    return profile is not None and profile.additional
 
 
 def _fast_answer(config: ResolverConfig, query: QueryView, result: DiscoveryResult,

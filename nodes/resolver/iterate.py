@@ -15,17 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from dnslib import RR, DNSHeader, DNSRecord
+from dnslib import RR, DNSHeader, DNSLabel, DNSRecord
 
 from nodes.dns.message import (
     RC_NOERROR,
     RC_NXDOMAIN,
     TYPE_A,
+    TYPE_AAAA,
     TYPE_CNAME,
     TYPE_NS,
     TYPE_SOA,
+    TYPE_SRV,
     Message,
 )
+from nodes.dns.svcb import TYPE_HTTPS, TYPE_SVCB
 from nodes.dns.wire import Intent, is_subdomain, normalise
 from nodes.dns.zone import Address
 from nodes.resolver.caches import Known
@@ -109,16 +112,20 @@ def _ask(ctx: Context, chase: _Chase, name: str, qtype: int, intent: Intent | No
     return reply
 
 
-def _cached(ctx: Context, chase: _Chase, qtype: int, result: DiscoveryResult
-            ) -> Final | Literal["followed", "too long"] | None:
-    """What the cache holds for the name now asked: the answer (with the chain followed),
-    "followed" when a cached CNAME moved ``chase`` on, "too long" when the chain is, else
-    None."""
+def _cached(ctx: Context, chase: _Chase, qtype: int, result: DiscoveryResult,
+            additional: bool = False) -> Final | Literal["followed", "too long"] | None:
+    """What the cache holds for the name now asked: the answer (with the chain followed;
+    ``additional``: with the targets' addresses kept beside it), "followed" when a cached
+    CNAME moved ``chase`` on, "too long" when the chain is, else None."""
     caches = ctx.caches
     cached = caches.get(caches.answers, (chase.qname, qtype))
     if cached is not None:
         result.cache["answer_hit"] += 1
-        return chained(chase.chain, cached), None
+        out = chained(chase.chain, cached)
+        extra = caches.get(caches.answers, (chase.qname, ADDITIONAL)) if additional else None
+        if extra is not None:  # kept beside the answer (Profile.additional)
+            out.ar = list(extra)
+        return out, None
     cname = caches.get(caches.answers, (chase.qname, TYPE_CNAME))
     if cname is None:
         return None
@@ -129,11 +136,32 @@ def _cached(ctx: Context, chase: _Chase, qtype: int, result: DiscoveryResult
     return "followed"
 
 
+#: a key type of the answer cache beside an SRV, SVCB or HTTPS answer: the targets'
+#: addresses that came with it (Profile.additional); no record type has this number (RR
+#: types are 16 bits)
+ADDITIONAL = 0x10000
+TARGETED = frozenset({TYPE_SRV, TYPE_SVCB, TYPE_HTTPS})  # record types that name a target
+
+
+def _keep_additional(ctx: Context, msg: Answer, qname: str, answer: list) -> None:
+    """Keep the A and AAAA records of ``answer``'s targets that ``msg`` carried."""
+    # dnslib's SVCB/HTTPS reader keeps the target as a list of labels, SRV's as a name
+    targets = {normalise(str(DNSLabel(rr.rdata.target))) for rr in answer
+               if rr.rtype in TARGETED}
+    ar = msg.ar if isinstance(msg, DNSRecord) else msg.to_dnslib().ar
+    extra = [rr for rr in ar if rr.rtype in (TYPE_A, TYPE_AAAA)
+             and normalise(str(rr.rname)) in targets]
+    if extra:
+        ctx.caches.put(ctx.caches.answers, (qname, ADDITIONAL), extra,
+                       min(rr.ttl for rr in extra))
+
+
 def _on_reply(ctx: Context, chase: _Chase, msg: Answer, qtype: int, answers: bool,
-              result: DiscoveryResult, beside: bool = True) -> Final | None:
+              result: DiscoveryResult, beside: bool = True,
+              additional: bool = False) -> Final | None:
     """What a response means: the final answer (or failure), else None with ``chase``
     moved on (a CNAME followed, a referral taken; ``beside``: the delegation sent with a
-    CNAME learned)."""
+    CNAME learned; ``additional``: an SRV answer's target addresses kept beside it)."""
     caches = ctx.caches
     qname = chase.qname
     owned = [rr for rr in msg.rr if normalise(rr.rname) == qname]
@@ -144,6 +172,8 @@ def _on_reply(ctx: Context, chase: _Chase, msg: Answer, qtype: int, answers: boo
                 rrs = msg.rr if isinstance(msg, DNSRecord) else msg.to_dnslib().rr
                 here = [rr for rr in rrs if normalise(rr.rname) == qname]
                 caches.put(caches.answers, (qname, qtype), here, min(rr.ttl for rr in here))
+                if additional and qtype in TARGETED:
+                    _keep_additional(ctx, msg, qname, here)
             return (chained(chase.chain, msg) if chase.chain else msg), None
         if len(chase.chain) >= MAX_CNAMES:
             return _give_up(chase, result)
@@ -196,7 +226,7 @@ def _minimising(ctx: Context, chase: _Chase, qtype: int, intent: Intent | None,
         if len(chase.chain) != chain:
             rounds, chain = 0, len(chase.chain)
         rounds += 1
-        hit = _cached(ctx, chase, qtype, result) if answers else None
+        hit = _cached(ctx, chase, qtype, result, profile.additional) if answers else None
         if hit == "too long":
             break
         if hit == "followed":  # a cached CNAME: the target from its closest zone
@@ -223,7 +253,8 @@ def _minimising(ctx: Context, chase: _Chase, qtype: int, intent: Intent | None,
                           for rr in msg.rr)
         if (full and (asked == qtype or owned_cname)) or delegates or (
                 full and msg.header.rcode == RC_NXDOMAIN):
-            final = _on_reply(ctx, chase, msg, qtype, answers, result, profile.beside_cname)
+            final = _on_reply(ctx, chase, msg, qtype, answers, result, profile.beside_cname,
+                              profile.additional)
             if final is not None:
                 return final
             labels, probe_a = 1, profile.full_as_a and qtype != TYPE_A

@@ -30,13 +30,17 @@ class Profile:
     keeps_nodata: bool  # a minimised name's NODATA is cached (by the SOA's TTL) and skipped
     beside_cname: bool  # the delegation sent beside a CNAME is used (else asked for)
     primes: bool  # the root's NS set is asked first (RFC 8109), again when it expires
+    # the addresses of an SRV, SVCB or HTTPS answer's targets that came with it are kept
+    # and sent with the answer in the additional section (BIND: its clients need no A
+    # queries)
+    additional: bool = False
 
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("unbound", TYPE_A, full_as_a=True, underscores=False, stops_on_nodata=False,
             keeps_nodata=False, beside_cname=False, primes=True),
     Profile("bind", TYPE_NS, full_as_a=False, underscores=False, stops_on_nodata=False,
-            keeps_nodata=True, beside_cname=False, primes=True),
+            keeps_nodata=True, beside_cname=False, primes=True, additional=True),
     Profile("knot-resolver", TYPE_NS, full_as_a=False, underscores=False,
             stops_on_nodata=True, keeps_nodata=False, beside_cname=False, primes=False),
     Profile("pdns-recursor", TYPE_A, full_as_a=False, underscores=True,

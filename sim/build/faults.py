@@ -113,9 +113,12 @@ def select(selector: str, nodes: Nodes) -> set[str]:
     return out
 
 
-def build_fault_plan(spec: FaultsSpec, nodes: Nodes, seed: int, horizon: float) -> FaultPlan:
+def build_fault_plan(spec: FaultsSpec, nodes: Nodes, seed: int, horizon: float,
+                     crashable: frozenset[str] = frozenset()) -> FaultPlan:
     """Concrete intervals for every fault; random processes drawn up to ``horizon``, each
-    bounded before it is drawn (:func:`sim.limits.fault_problem`, with its real targets)."""
+    bounded before it is drawn (:func:`sim.limits.fault_problem`, with its real targets).
+    ``crashable``: resolver addresses a ``down`` fault may target (stock recursors: their
+    process is killed, and started again at the end, :mod:`sim.engines.stock`)."""
     intervals: list[Interval] = []
     for i, f in enumerate(spec.events):
         try:
@@ -123,10 +126,9 @@ def build_fault_plan(spec: FaultsSpec, nodes: Nodes, seed: int, horizon: float) 
             peers = None if f.peer == "*" else frozenset(select(f.peer, nodes))
         except ScenarioError as exc:
             raise ScenarioError(f"faults.events.{i}: {exc}") from None
-        if f.kind == "down" and targets & (set(nodes.resolvers) | set(nodes.agents)):
-            raise ScenarioError(f"faults.events.{i}.target: 'down' applies to servers and "
-                                f"registry replicas (use partition or lossy for resolvers "
-                                f"and agents)")
+        if f.kind == "down" and (targets - crashable) & (set(nodes.resolvers)
+                                                         | set(nodes.agents)):
+            raise ScenarioError(f"faults.events.{i}.target: {DOWN_TARGETS}")
         if f.rate is None:
             end = f.at + f.duration if f.duration is not None else float("inf")
             intervals.append(_interval(i, f, f.at, end, frozenset(targets), peers))
@@ -145,6 +147,12 @@ def build_fault_plan(spec: FaultsSpec, nodes: Nodes, seed: int, horizon: float) 
                 intervals.append(_interval(i, f, t, t + length, frozenset({address}), peers))
                 t += length
     return FaultPlan(intervals, seed)
+
+
+#: why a ``down`` fault was refused (a run's and the early check's message)
+DOWN_TARGETS = ("'down' applies to servers, registry replicas and stock recursors "
+                "(schemes[].resolver; use partition or lossy for the project's resolvers and "
+                "for agents)")
 
 
 def _interval(i: int, f: FaultSpec, start: float, end: float, targets: frozenset[str],

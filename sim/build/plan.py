@@ -24,7 +24,7 @@ from sim.build.hierarchy import Hierarchy, build_hierarchy, dot_setup
 from sim.build.namespace import catalogue_mirror, namespace_encoder, start_zone
 from sim.build.network import Network, build_network
 from sim.build.registries import REGISTRY_HOST, RegistrySetup, build_registry, tls_sizes
-from sim.build.runplan import CaptureRequest, Requests, RunPlan
+from sim.build.runplan import CaptureRequest, Requests, RunPlan, StockSetup
 from sim.build.sessions import session_agents, session_applies
 from sim.build.trust import sign_hierarchy, trust_policy
 from sim.build.workload import Job
@@ -175,8 +175,9 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: Sequence[Jo
     trust = dns.trust if dns is not None and dns.trust else sc.trust
     start = start_zone(sc.model_copy(update={"trust": trust}), ns)
     replicas = scheme.replicas if isinstance(scheme, RegistryScheme) else 1
-    faults = None if options.measure else fault_plan(sc, hierarchy, resolvers, network,
-                                                     jobs)
+    faults = None if options.measure else fault_plan(
+        sc, hierarchy, resolvers, network, jobs,
+        stock=dns is not None and dns.resolver != "project")
     plan = RunPlan(
         scenario_name=sc.name, scheme=scheme.name, seed=sc.seed, hierarchy=hierarchy,
         resolvers=resolvers, agents=agents, agent_order=list(network.agents),
@@ -191,8 +192,19 @@ def make_plan(sc: Scenario, scheme: SchemeSpec, ns: Namespace, jobs: Sequence[Jo
         engine_options=MappingProxyType({"ray": sc.engine_options.ray,
                                          "mininet": sc.engine_options.mininet}),
         registry=registry, tcp=tcp, tls=tls, dot=dot, faults=faults,
-        registry_replicas=replicas, churn=options.churn, capture=options.capture)
+        registry_replicas=replicas, churn=options.churn, capture=options.capture,
+        stock=_stock(dns, hierarchy, anchor))
     return plan, network
+
+
+def _stock(scheme: DnsScheme | None, hierarchy: Hierarchy, anchor: str) -> StockSetup | None:
+    """The stock recursor the scheme runs as its resolver, if any."""
+    if scheme is None or scheme.resolver == "project":
+        return None
+    hints = tuple((m["host"], m["address"]) for m in hierarchy.manifest if m["zone"] == ".")
+    sized = scheme.cache_max_bytes != DnsScheme.model_fields["cache_max_bytes"].default
+    return StockSetup(scheme.resolver, hints, anchor if scheme.dnssec and anchor else None,
+                      scheme.cache_max_bytes if sized else None)  # else the binary's own
 
 
 def registry_agents(sc: Scenario, scheme: RegistryScheme, ns: Namespace, hierarchy: Hierarchy,
@@ -235,9 +247,11 @@ def run_nodes(hierarchy: Hierarchy, resolvers: Sequence[str], agents: Sequence[s
 
 
 def fault_plan(sc: Scenario, hierarchy: Hierarchy, resolvers: Mapping[str, object],
-               network: Network, jobs: Sequence[Job]) -> FaultPlan | None:
+               network: Network, jobs: Sequence[Job], stock: bool = False
+               ) -> FaultPlan | None:
     """The scenario's :class:`sim.build.faults.FaultPlan` for this run (None without
-    faults); ScenarioError when a selector names nothing."""
+    faults); ScenarioError when a selector names nothing. ``stock``: the resolvers are
+    stock binaries, which a ``down`` fault may crash."""
     spec = sc.faults
     if spec is None:
         return None
@@ -248,4 +262,5 @@ def fault_plan(sc: Scenario, hierarchy: Hierarchy, resolvers: Mapping[str, objec
         times = [j.at for j in jobs if j.at is not None]
         horizon = (max(times) if times else sc.duration or 600.0) + 60.0
     return build_fault_plan(spec, run_nodes(hierarchy, list(resolvers), network.agents,
-                                            max(regs, default=0)), sc.seed, horizon)
+                                            max(regs, default=0)), sc.seed, horizon,
+                            frozenset(resolvers) if stock else frozenset())

@@ -51,6 +51,19 @@ class CaptureRequest:
     bpf: str
 
 
+@dataclass(frozen=True)
+class StockSetup:
+    """A stock recursor as the scheme's resolver (``schemes[].resolver``): the binary (a
+    name in :data:`sim.interop.resolvers.SPECS`), the hierarchy's root servers as its only
+    hints, the root DS it validates with (None: no validation), its cache size in bytes
+    (None: the binary's default). :mod:`sim.engines.stock` runs it."""
+
+    binary: str
+    root_hints: tuple[tuple[str, str], ...]
+    trust_anchor: str | None = None
+    cache_bytes: int | None = None
+
+
 class StubSink(Protocol):
     """Told of each finished discovery as it ends (the runner's record writer,
     :class:`sim.run.recorder.Recorder`): it may take the discovery (its record is made and
@@ -167,6 +180,7 @@ class RunPlan:
     shard: int | None = None  # this plan is shard N of a run (own link-delay stream)
     churn: ChurnSchedule | None = None  # tools change at workload times
     capture: CaptureRequest | None = None  # packet capture asked of the engine itself
+    stock: StockSetup | None = None  # a stock binary serves the resolvers' addresses
 
     def make_rng(self, salt: str) -> random.Random:
         return random.Random(f"{self.seed}-{self.scheme}-{salt}")

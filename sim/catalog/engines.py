@@ -23,7 +23,7 @@ from typing import Any, Final, Literal, cast, get_args
 
 Level = Literal["exact", "statistical", "no"]
 Feature = Literal["registries", "faults", "capture", "dot", "sessions", "churn", "dense",
-                  "shards", "drafts"]
+                  "shards", "drafts", "stock"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,8 @@ FEATURES: Mapping[Feature, FeatureInfo] = MappingProxyType({
     "shards": FeatureInfo("sharding over Ray workers", "engine_options.shards"),
     "drafts": FeatureInfo("DNS-native drafts", "schemes[].kind: dns-aid | ans-v2 | dn-anr | "
                           "aid | dns-sd"),
+    "stock": FeatureInfo("stock recursors", "schemes[].resolver: unbound | bind | "
+                         "knot-resolver | pdns-recursor"),
 })
 
 
@@ -142,6 +144,8 @@ _NODE_FAULTS = ("each sending node's socket adapter applies the same FaultPlan (
 _REAL_TIME_CHURN = ("changes applied at their workload times on the wall clock: a query in "
                     "flight at a change may see either side of it")
 _NOT_SHARDED = "a sharded run is the simulation split over Ray workers"
+_STOCK_LATER = ("not yet: Ray's actors serve on this machine's own loopback, where port 53 "
+                "at the glue addresses is not the run's")
 _DRAFTS_REAL = ("the hosting servers on real sockets; each agent searches its own copy of the "
                 f"mirror and asks the same questions; {SIBLING_WALKS}")
 
@@ -170,6 +174,8 @@ ENGINES: dict[str, EngineInfo] = {
                                       "latency approximated"),
                 drafts=Support(EXACT, "the reference: the organisations' zones on their "
                                       "servers, the pipeline agents' rounds in virtual time"),
+                stock=Support(NO, "a binary cannot run in virtual time: resolver_model "
+                                  "iterates as it does (calibrated against it)"),
             )),
         EngineInfo(
             "live", "sim.engines.live:run_live", "real UDP/TCP sockets on loopback (asyncio)",
@@ -189,6 +195,10 @@ ENGINES: dict[str, EngineInfo] = {
                                      "process"),
                 shards=Support(NO, _NOT_SHARDED),
                 drafts=Support(EXACT, _DRAFTS_REAL),
+                stock=Support(STATISTICAL, "the binary in the run's own network namespace "
+                                           "(root), servers on port 53, its packets delayed "
+                                           "where they arrive; records from what the "
+                                           "servers saw, checked by capture"),
             ), loopback=True),
         EngineInfo(
             "ray", "sim.engines.ray:run_ray", "Ray actors, each serving nodes on real sockets",
@@ -207,6 +217,7 @@ ENGINES: dict[str, EngineInfo] = {
                                      "vectors: no actor loads the model"),
                 shards=Support(NO, _NOT_SHARDED),
                 drafts=Support(EXACT, _DRAFTS_REAL),
+                stock=Support(NO, _STOCK_LATER),
             ), loopback=True),
         EngineInfo(
             "mininet", "sim.engines.mininet:run_mininet",
@@ -226,6 +237,11 @@ ENGINES: dict[str, EngineInfo] = {
                                      "vectors: no host loads the model"),
                 shards=Support(NO, _NOT_SHARDED),
                 drafts=Support(EXACT, _DRAFTS_REAL),
+                stock=Support(STATISTICAL, "the binary on its resolver's host, in the host's "
+                                           "namespace, on user-space links only (netem: "
+                                           "off), its packets delayed where they arrive; "
+                                           "records from what the servers saw, checked by "
+                                           "capture"),
             )),
     )
 }
@@ -249,6 +265,8 @@ SHARDED: Mapping[Feature, Support] = MappingProxyType({
                             "needed on every machine)"),
     "drafts": Support(EXACT, "each shard's agents search the mirror and resolve as in one "
                              "run"),
+    "stock": Support(NO, "a sharded run is the simulation, in virtual time: no binary runs "
+                         "there"),
 })
 
 

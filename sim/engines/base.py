@@ -24,6 +24,7 @@ from sim.build.faults import FaultsSeen
 from sim.build.runplan import RunNodes, RunPlan, StubSink
 from sim.build.workload import Job
 from sim.engines.fidelity import HopTimes
+from sim.sockets.wirelog import WireExchange
 
 
 @dataclass
@@ -56,6 +57,10 @@ class EngineOutput:
     # dense plans split over processes (Ray, Mininet): how often the hosts loaded the
     # sentence model (0 when the shipped vectors covered the run)
     model_loads: int | None = None
+    stock: dict | None = None  # stock recursors (sim.engines.stock): binary, exchanges
+    # what the servers saw of the stock recursors (sim.engines.stock.attribute turns it into
+    # walks once every host's piece is in)
+    wire: list[WireExchange] = field(default_factory=list)
     # what the run's nodes counted (EngineOutput.observe): each authoritative server's
     # counters by address, the registry's host and application counters ("server", "app")
     servers: dict[str, Counter[str]] = field(default_factory=dict)
@@ -157,6 +162,11 @@ class EngineOutput:
         self.end_time = max(self.end_time, piece.end_time)
         if piece.model_loads is not None:
             self.model_loads = (self.model_loads or 0) + piece.model_loads
+        self.wire.extend(piece.wire)
+        if piece.stock is not None:  # the host that ran the binaries
+            mine = self.stock or {}
+            self.stock = {**piece.stock, **{k: mine.get(k, 0) + piece.stock[k]
+                                            for k in ("crashes", "restarts") if k in mine}}
         if piece.hop_times is not None:
             if self.hop_times is None:
                 self.hop_times = HopTimes()

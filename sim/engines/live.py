@@ -28,8 +28,14 @@ def run_live(plan: RunPlan, sink: StubSink | None = None) -> EngineOutput:
     """Run one scheme of ``plan`` on loopback sockets (the catalogue's entry point), every
     discovery told to ``sink`` as it ends. The servers compute every reply (no reply memo,
     :meth:`NodeHost.start`): in wall-clock time their work is part of what is measured."""
+    if plan.stock is not None:  # records at the end: walks come from the servers' logs
+        sink = None
     out = asyncio.run(_run(plan, sink))
     out.link_emulation = "user-space"
+    if plan.stock is not None:
+        from sim.engines.stock import attribute
+
+        attribute(out, plan.agent_order, plan.resolvers)
     return out
 
 

@@ -211,6 +211,13 @@ class _Agents:
                 proc.wait(timeout=5)
 
 
+#: why a stock recursor is not run on netem links (the one run tried, in the --vm guest)
+STOCK_ON_NETEM = (
+    "mininet engine: a stock recursor (schemes[].resolver) runs on user-space links only "
+    "(engine_options.mininet.netem: off): in the one run on netem links tried (the --vm "
+    "guest), Unbound started but no query of its reached a server (not yet diagnosed)")
+
+
 def run_mininet(plan: RunPlan, sink: StubSink | None = None) -> EngineOutput:
     """Run one scheme of ``plan`` on Mininet hosts (the catalogue's entry point); the hosts'
     pieces are folded at the end, every discovery told to ``sink``."""
@@ -224,11 +231,15 @@ def run_mininet(plan: RunPlan, sink: StubSink | None = None) -> EngineOutput:
     if spec.netem == "require" and not netem:
         raise RuntimeError("mininet engine: engine_options.mininet.netem is require, but this "
                            "kernel has no netem qdisc (tooldns run --vm boots one that has)")
+    if netem and plan.stock is not None:
+        raise RuntimeError(STOCK_ON_NETEM)
     if not netem:
         warnings.warn("mininet engine: no netem qdisc on this kernel (or netem: off): links "
                       "carry no delay or loss; the adapters emulate them in user space from "
                       "the path model, as on the live engine. A kernel with sch_netem (the "
                       "Vagrant VM) gives TCLink delays.", NetemWarning, stacklevel=2)
+    if plan.stock is not None:  # records at the end: walks come from the servers' logs
+        sink = None
     groups = host_groups(plan, spec)
     ship_intent_vectors(plan)  # dense: the hosts look vectors up, none loads the model
     parts = split_plan(plan, [(name, ips) for name, ips, _ in groups], emulate=not netem)
@@ -298,6 +309,10 @@ def _run(plan: RunPlan, spec: MininetSpec, groups: list[tuple[str, list[str], An
         _stop(net, tag)
     out = merge_outputs(pieces, sink, origin)
     out.pcaps = captured
+    if plan.stock is not None:  # the servers' logs of the binary, from every host
+        from sim.engines.stock import attribute
+
+        attribute(out, plan.agent_order, plan.resolvers)
     return out
 
 

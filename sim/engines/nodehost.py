@@ -56,10 +56,11 @@ from sim.accounting import TlsSizes, dot_port, http_segment
 from sim.build.faults import registry_address
 from sim.build.hierarchy import DotSetup
 from sim.build.registries import RegistrySetup, client_context
-from sim.build.runplan import RunNodes, RunPlan, StubSink
+from sim.build.runplan import RunNodes, RunPlan, StockSetup, StubSink
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput
 from sim.engines.fidelity import HopModel, HopTimes
+from sim.engines.stock import StockError, StockResolvers
 from sim.sockets.dot import DotUpstream
 from sim.sockets.node import NodeEndpoint
 from sim.sockets.registry import RegistryReplicas, replica_nodes
@@ -67,6 +68,7 @@ from sim.sockets.registryclient import RegistryClients
 from sim.sockets.server import ServerEndpoint
 from sim.sockets.tcp import raise_fd_limit
 from sim.sockets.timing import call_precisely
+from sim.sockets.wirelog import WireExchange
 from topologies.paths import PathModel
 
 if TYPE_CHECKING:
@@ -120,6 +122,8 @@ class HostPart:
     search_times: dict[str, float] = field(default_factory=dict)  # ``index``, per service
     tls: TlsSizes | None = None
     dense: bool = False  # the servers embed with the sentence model (model loads reported)
+    stock: StockSetup | None = None  # a stock binary at the resolvers' addresses
+    stock_addresses: frozenset[str] = frozenset()  # all of them (the parts' peers)
 
     @property
     def addresses(self) -> list[str]:
@@ -168,7 +172,8 @@ def _part(plan: RunPlan, name: str, ips: list[str], node_index: dict[str, int],
         server_time=plan.server_time, server_semantic_time=plan.server_semantic_time,
         semantic_times=dict(plan.semantic_times or {}), search_times=search_times(plan),
         tls=plan.tls,
-        dense=plan.hierarchy.scorer_name == "dense")
+        dense=plan.hierarchy.scorer_name == "dense", stock=plan.stock,
+        stock_addresses=frozenset(plan.resolvers) if plan.stock else frozenset())
 
 
 def search_times(plan: RunPlan) -> dict[str, float]:
@@ -234,6 +239,8 @@ class NodeHost:
         self._agent_index = {ip: i for i, ip in enumerate(part.agent_order)}
         self._loads = model_loads()  # the process may be reused (Ray actors)
         self._hung_up = False
+        self.stock: StockResolvers | None = None  # the binaries serving the resolvers
+        self.wire: list[WireExchange] = []  # what the servers saw of them
 
     def node_now(self) -> float:
         return asyncio.get_running_loop().time() - self.origin
@@ -297,19 +304,29 @@ class NodeHost:
             return await self._start_registry()
         for server in part.servers.values():
             server.reply_memo = None
-        self.servers = [ServerEndpoint(s, (ip, part.dns_port), self.shaper, origin)
+        stock = part.stock_addresses  # every host: the binaries' addresses
+        self.servers = [ServerEndpoint(s, (ip, part.dns_port), self.shaper, origin,
+                                       external=stock, on_exchange=self.wire.append)
                         for ip, s in part.servers.items()]
         self.resolvers = {ip: NodeEndpoint(node, (ip, part.dns_port), ip, origin, self.shaper,
                                            on_done=self._walked(ip))
-                          for ip, node in part.resolvers.items()}
+                          for ip, node in part.resolvers.items() if ip not in stock}
         if part.dot is not None:
             self._dot_endpoints(part.dot)
         self.agents = {ip: NodeEndpoint(node, None, ip, origin, self.shaper,
-                                        on_done=self._on_stubs)
+                                        on_done=self._on_stubs, external=stock)
                        for ip, node in part.agents.items()}
         for endpoint in self.endpoints:
             await endpoint.start()
-        return len(self.endpoints)
+        if part.stock is not None and part.resolvers:  # the servers listen: they may prime
+            self.stock = StockResolvers(part.stock, sorted(part.resolvers), part.dns_port)
+            try:
+                await self.stock.start()
+            except StockError:
+                for endpoint in self.endpoints:
+                    endpoint.close()
+                raise
+        return len(self.endpoints) + (len(self.stock.addresses) if self.stock else 0)
 
     def _dot_endpoints(self, dot: DotSetup) -> None:
         """Give every server a DNS-over-TLS listener and every resolver its connections."""
@@ -421,6 +438,13 @@ class NodeHost:
         part, loop = self.part, asyncio.get_running_loop()
         if part.faults is not None:
             part.faults.start(self.t0)
+            if self.stock is not None:  # a stock recursor's process crashes, then restarts
+                stock = self.stock
+                for ip in stock.addresses:
+                    for down, up in part.faults.down_events({ip}):
+                        loop.call_at(start + down, stock.crash, ip)
+                        if up != float("inf"):
+                            loop.call_at(start + up, stock.restart, ip)
             if self.replicas is not None:
                 for host in part.registry_nodes:
                     for down, up in part.faults.down_events({host}):
@@ -494,6 +518,10 @@ class NodeHost:
         for ip in self.resolvers:  # walks that finished after their stub answer went out
             self._walked(ip)(part.resolvers[ip].pop_results())
         await self.hang_up()
+        if self.stock is not None:
+            self.stock.stop()
+            self.out.stock = self.stock.report()
+        self.out.wire = self.wire  # attributed once every host's piece is in
         if self.replicas is not None:
             self.replicas.close()
         for endpoint in self.endpoints:

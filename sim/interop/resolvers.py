@@ -40,6 +40,7 @@ class Setup:
     backend: str = AWARE  # dnsdist's backend
     port: int = PORT
     verbose: bool = False  # log every step (large logs: for reading, not for the matrix)
+    cache_bytes: int | None = None  # the cache's size (None: as below, or the default)
 
     def hints_file(self) -> Path:
         """A root hints file (named.root format) naming only the hierarchy's root."""
@@ -103,6 +104,8 @@ def _unbound(s: Setup) -> list[str]:
         "  log-servfail: yes",
         "  num-threads: 1",
         "  prefetch: no",
+        *([f"  msg-cache-size: {s.cache_bytes // 3}",
+           f"  rrset-cache-size: {2 * s.cache_bytes // 3}"] if s.cache_bytes else []),
         # no auto-trust-anchor-file (RFC 5011 updates) and no unbound-anchor run
         f'  module-config: "{"validator iterator" if validate else "iterator"}"',
     ]
@@ -135,7 +138,7 @@ def _bind(s: Setup) -> list[str]:
     allow-recursion {{ any; }};
     dnssec-validation {"yes" if validate else "no"};
     empty-zones-enable no;
-    max-cache-size 32m;
+    max-cache-size {s.cache_bytes or "32m"};
 }};
 {anchor}controls {{ }};
 zone "." {{ type hint; file "{hints}"; }};
@@ -168,7 +171,7 @@ hints.root({{ {hints} }})
 -- kresd 5.x has no option('ALLOW_LOCAL'): the flag is per query, set by a policy; without
 -- it glue on 127.0.0.0/8 is ignored ("<= ignoring address")
 policy.add(policy.all(policy.FLAGS({{'ALLOW_LOCAL'}})))
-cache.open(16 * MB, 'lmdb://{s.workdir}/cache')
+cache.open({s.cache_bytes or "16 * MB"}, 'lmdb://{s.workdir}/cache')
 """, encoding="utf-8")
     return ["-n", "-c", str(conf), str(s.workdir)]
 
@@ -197,6 +200,8 @@ def _pdns_recursor(s: Setup) -> list[str]:
         "log-common-errors=yes",
         "loglevel=6",
         "threads=1",
+        # entries, not bytes: about one per 512 bytes of the scheme's cache_max_bytes
+        *([f"max-cache-entries={max(1, s.cache_bytes // 512)}"] if s.cache_bytes else []),
         *(["trace=yes"] if s.verbose else []),
     ]) + "\n", encoding="utf-8")
     return [f"--config-dir={s.workdir}"]

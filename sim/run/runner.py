@@ -35,7 +35,7 @@ import pandas as pd
 from analysis.files import OutputLock, Staging, check_output, output_dir
 from sim.accounting import dot_port
 from sim.build.churn import ChurnSchedule
-from sim.build.faults import FaultState
+from sim.build.faults import DOWN_TARGETS, FaultState
 from sim.build.hierarchy import Hierarchy
 from sim.build.namespace import build_namespace, start_zone
 from sim.build.plan import PlanOptions, make_plan, scenario_hierarchy
@@ -150,6 +150,9 @@ def check_engine(sc: Scenario, engine: str, info: EngineInfo, capture: bool) -> 
         asked.append(("dense", "namespace.scorer"))
     asked += [("drafts", f"schemes.{s.name}: a DNS-native draft (kind {s.kind})")
               for s in sc.dns_schemes() if "orgzones" in STRATEGIES[s.kind].publishes]
+    asked += [("stock", f"schemes.{s.name}.resolver") for s in sc.dns_schemes()
+              if s.resolver != "project"]
+    _check_resolver_crashes(sc)
     if capture:
         asked.append(("capture", "--capture"))
     for feature, where in asked:
@@ -162,6 +165,20 @@ def check_engine(sc: Scenario, engine: str, info: EngineInfo, capture: bool) -> 
             able = " or ".join(strategy.engines or ())
             raise ScenarioError(f"schemes.{s.name}.kind: the {s.kind} strategy runs on "
                                 f"{able}, not on {engine}")
+
+
+def _check_resolver_crashes(sc: Scenario) -> None:
+    """A ``down`` fault on resolvers needs every scheme's resolver to be a stock binary
+    (its process crashes); refused before any scheme runs (a run refuses it per scheme,
+    and could otherwise stop after the first)."""
+    if sc.faults is None:
+        return
+    project = [s.name for s in sc.schemes
+               if not isinstance(s, DnsScheme) or s.resolver == "project"]
+    for i, f in enumerate(sc.faults.events):
+        if f.kind == "down" and f.target.startswith("resolver") and project:
+            raise ScenarioError(f"faults.events.{i}.target: {DOWN_TARGETS}; scheme "
+                                f"{project[0]} has none")
 
 
 def _start_capture(sc: Scenario, out: Path, live_port: int) -> Capture:
@@ -387,6 +404,8 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     with contextlib.ExitStack() as stack:
         if write:  # the folder is this run's before anything is built (another's: refused)
             stack.enter_context(OutputLock(out))
+        if _stock_namespace(sc, engine, stack):  # recursors ask the servers on port 53
+            live_port = 53
         run = prepare(sc, engine, out, live_port, capture)
         run.tick, run.progress = tick, progress
         if write:  # the spool beside the results (stale ones are removed like staging)
@@ -410,6 +429,24 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     if df is None and not write:
         weakref.finalize(result, got.spool.close)
     return result
+
+
+def _stock_namespace(sc: Scenario, engine: str, stack: contextlib.ExitStack) -> bool:
+    """Whether the run has stock recursors (``schemes[].resolver``) on an engine that runs
+    them: then the rest of the run is in a network namespace of its own
+    (:func:`sim.sockets.netns.private_network`), where the servers listen on port 53."""
+    stock = [s.name for s in sc.dns_schemes() if s.resolver != "project"]
+    info = engine_info(engine)
+    if not stock or not info.can("stock") or not info.loopback:
+        return False  # refused by check_engine; Mininet's hosts have namespaces of their own
+    from sim.sockets.netns import NamespaceError, private_network
+
+    try:
+        stack.enter_context(private_network())
+    except NamespaceError as exc:
+        raise ScenarioError(f"schemes.{stock[0]}.resolver: the recursor runs in a network "
+                            f"namespace of the run's own: {exc}") from None
+    return True
 
 
 def _run(run: Run, got: Collected, started: datetime, out: Path, write: bool,

@@ -51,6 +51,8 @@ def replay_summary(output: EngineOutput, dot: bool) -> dict:
         replay["link_emulation"] = output.link_emulation
     if output.model_loads is not None:
         replay["host_model_loads"] = output.model_loads
+    if output.stock is not None:
+        replay["stock_resolver"] = output.stock
     if output.hop_times is not None:  # a real-time engine: its timing against the model
         replay["fidelity"] = fidelity(output.hop_times, errors.get("p99"))
     if dot:

@@ -72,6 +72,9 @@ class NodeEndpoint:
     tls: ssl.SSLContext | None = None  # DNS over TLS for stub clients on tls_port
     tls_port: int = 0
     _tls_listener: TlsListener | None = None
+    # peers outside the node code (a stock recursor, sim.engines.stock): they send
+    # unshaped, so their answers get their link's delay here (:meth:`_from_upstream`)
+    external: frozenset[str] = frozenset()
 
     @property
     def resolver(self) -> RecursiveResolver:
@@ -94,8 +97,7 @@ class NodeEndpoint:
         avoid = frozenset({53, DEFAULT_PORT, peer_port, *(self.address or ())[1:]})
         if self.dot is not None and self.dot.lost is None:
             self.dot.lost = self._upstream_lost
-        self._upstream = UpstreamSockets(self.source_ip,
-                                         lambda d, s: self._receive(d, s, "udp"),
+        self._upstream = UpstreamSockets(self.source_ip, self._from_upstream,
                                          node.is_pending, self.count, self.upstream_sockets,
                                          avoid)
         if self.address is not None:
@@ -137,6 +139,18 @@ class NodeEndpoint:
         except Exception:  # a node bug on a peer's packet: counted, no traceback per packet
             self.count("node_error")
         self.pump()
+
+    def _from_upstream(self, data: bytes, src: Address) -> None:
+        """An answer to a query this node sent; a stock recursor's (``external``) is held
+        here for its link's one-way delay, or lost, as its own adapter would have done."""
+        if src[0] in self.external and self.shaper is not None:
+            hold = self.shaper(src[0], self.source_ip, ip_size("udp", len(data)))
+            if hold is None:
+                return
+            if hold > 0:
+                call_precisely(hold, self._receive, data, src, "udp")
+                return
+        self._receive(data, src, "udp")
 
     def _upstream_lost(self, server: Address, refused: bool) -> None:
         """A DNS-over-TLS connection to ``server`` failed or was closed by it: the resolver
@@ -242,6 +256,9 @@ class NodeEndpoint:
             if data[:2] != out.data[:2] or len(data) < 12 or not data[2] & 0x80:
                 self.count("upstream_unexpected_answer")
                 return
+            if out.dst[0] in self.external and self.shaper is not None:  # a recursor's
+                hold = self.shaper(out.dst[0], self.source_ip, ip_size("tcp", len(data)))
+                await sleep_precisely(hold if hold is not None else SYN_RTO)
             self._receive(data, out.dst, "tcp")
         except (asyncio.IncompleteReadError, TimeoutError, ConnectionError, OSError):
             pass

@@ -15,7 +15,7 @@ import pytest
 
 from nodes.resolver.config import ResolverConfig
 from nodes.resolver.minimise import MODELS, PROFILES, minimised
-from nodes.resolver.types import Discovery
+from nodes.resolver.types import Discovery, Outgoing
 from sim.build.hierarchy import build_hierarchy
 from sim.build.trust import sign_hierarchy
 from sim.engines.memory import MemoryNetwork
@@ -133,3 +133,43 @@ def test_resolver_model_is_checked() -> None:
         DnsScheme(name="t", k=3, resolver_model="unbound")  # mode aware
     assert DnsScheme(name="t", k=3, mode="qname", resolver_model="bind").resolver_model == "bind"
     assert DnsScheme(name="d", kind="dns-aid", k=3, resolver_model="unbound")
+
+
+def test_bind_sends_the_targets_addresses_with_the_answer() -> None:
+    """BIND keeps the addresses that came with an SRV answer and sends them in the
+    additional section, also when it answers from its cache; the other profiles relay the
+    answer RRset alone from their cache (their clients then ask for the addresses)."""
+    from dnslib import DNSRecord
+
+    from nodes.dns.wire import intent_qname
+
+    ns = synthetic(n_tools=300, branching=3, depth=2, seed=4, n_queries=4)
+    h = build_hierarchy(ns, scorer="bm25")
+    query = ns.queries[0]
+    qname = intent_qname(query.text, 3, query.service)
+    for model in MODELS:
+        net = MemoryNetwork(h, h.resolver(seed=1, config=ResolverConfig(
+            mode="qname", resolver_model=model)))
+        replies: list[bytes] = []
+
+        def tap(out: Outgoing, replies: list[bytes] = replies) -> None:
+            if out.reply:  # what went back to the stub client
+                replies.append(out.data)
+
+        net.tap = tap
+        sections = []
+        for qid in (1, 2):  # cold, then from the cache
+            ask = DNSRecord.question(qname, "SRV")
+            ask.header.id = qid
+            net.resolver.receive(bytes(ask.pack()), ("127.0.0.9", 5300 + qid), net.now, "udp")
+            net.run()
+            reply = DNSRecord.parse(replies[-1])
+            assert reply.header.id == qid, model
+            targets = {str(rr.rdata.target) for rr in reply.rr if rr.rtype == 33}
+            assert targets, model
+            sections.append({str(rr.rname) for rr in reply.ar if rr.rtype == 1} & targets)
+        cold, cached = sections
+        if model == "bind":
+            assert cold and cached == cold, sections
+        else:
+            assert not cached, (model, sections)

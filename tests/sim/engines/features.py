@@ -132,6 +132,17 @@ def _drafts() -> Scenario:
                 **{"network.link.delay.mean": 0.02})
 
 
+def _stock() -> Scenario:
+    # deployable ToolDNS through Unbound itself (the simulation's run: its model), two
+    # phases (cold, then the same queries warm); the aware walk beside it
+    # (Mininet: user-space links, the only ones a stock recursor runs on there)
+    return base(**{"schemes": [{"name": "tooldns", "k": 3},
+                               {"name": "qname-unbound", "k": 3, "mode": "qname",
+                                "resolver": "unbound"}],
+                   "workload.phases": 2, "workload.gap": 0.5,
+                   "engine_options.mininet.netem": "off"})
+
+
 BUILDERS = {"registries": _registries, "faults": _faults, "capture": _capture, "dot": _dot,
             "sessions": _sessions, "churn": _churn, "dense": _dense, "shards": _shards,
-            "drafts": _drafts}
+            "drafts": _drafts, "stock": _stock}

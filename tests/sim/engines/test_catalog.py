@@ -30,7 +30,8 @@ from tests.sim.engines.features import SHARDED_COLUMN, cell_scenario
 FIELD = {"registries": "schemes.agentdns: an HTTP-registry scheme (kind agentdns): ",
          "faults": "faults: ", "capture": "--capture: ", "dot": "schemes.tooldns.upstream: ",
          "sessions": "agents.session: ", "churn": "workload.churn: ",
-         "dense": "namespace.scorer: ", "shards": "engine_options.shards.workers: "}
+         "dense": "namespace.scorer: ", "shards": "engine_options.shards.workers: ",
+         "stock": "schemes.qname-unbound.resolver: "}
 
 
 def test_docs_table_is_the_catalogues() -> None:
@@ -40,7 +41,7 @@ def test_docs_table_is_the_catalogues() -> None:
 
 def test_every_engine_declares_every_feature_once() -> None:
     assert list(FEATURES) == ["registries", "faults", "capture", "dot", "sessions", "churn",
-                              "dense", "shards", "drafts"]
+                              "dense", "shards", "drafts", "stock"]
     for info in ENGINES.values():
         assert list(info.features) == list(FEATURES)
         assert all(s.level in ("exact", "statistical", "no") for s in info.features.values())

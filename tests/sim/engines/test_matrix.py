@@ -23,7 +23,8 @@ success rates within the tolerance.
   more round trips (:func:`racing_siblings`);
 * ``statistical``: success rates per scheme within :data:`TOLERANCE` of the simulation's,
   which the feature visibly changes (faults: registry queries fail, ToolDNS walks fail over;
-  churn: every change seen);
+  churn: every change seen; stock: the binary answered, every exchange it made claimed by
+  a query; the simulation's run is the binary's model, ``resolver_model``);
 * ``no``: ``run_scenario`` refuses it before anything runs, with the catalogue's note.
 
 The simulation's run of each feature is made once per module and shared by the cells of
@@ -49,6 +50,7 @@ from sim.catalog.engines import (
     Support,
 )
 from sim.errors import ScenarioError
+from sim.interop.calibration import model_twin
 from sim.run.runner import RunResult, run_scenario
 from sim.scenario import Scenario
 from tests.sim.engines.features import SHARDED_COLUMN, cell_scenario
@@ -270,6 +272,11 @@ def assert_shows(feature: Feature, run: RunResult) -> None:
     assert df.success.all(), success_rates(df)  # nothing else loses a query
     if feature == "registries":
         assert set(df.scheme) == {"tooldns", "global2", "agentdns", "ans", "mcp"}
+    if feature == "stock":  # the binary answered, every exchange claimed by a query
+        report = summary["replay"]["qname-unbound"]["stock_resolver"]
+        mine = df[df.scheme == "qname-unbound"]
+        assert report["binary"] == "unbound" and report["unattributed_exchanges"] == 0, report
+        assert report["exchanges"] == mine.exchanges.sum() > 0, report
     if feature == "dot":  # connections opened (and closed at the end)
         assert all(r["dot_opened"] == r["dot_closed"] > 0 for r in summary["replay"].values())
     if feature == "sessions":  # the session layer answered some intents itself
@@ -314,9 +321,10 @@ def test_cell(feature: Feature, column: str, support: Support, reference: Any,
     for fixture in _needs(feature, column)[1]:
         request.getfixturevalue(fixture)
     _needs_model(feature)
-    if capture and os.geteuid() != 0 and not CI:
-        pytest.skip("packet capture on lo needs root")
-    sim = reference(sc)  # the simulation, unsharded: what a simpy cell runs
+    if (capture or feature == "stock") and os.geteuid() != 0 and not CI:
+        pytest.skip("packet capture on lo and a run's own network namespace need root")
+    # the simulation, unsharded: what a simpy cell runs (a stock binary: its model)
+    sim = reference(model_twin(sc) if feature == "stock" else sc)
     sharded = sc.engine_options.shards.workers > 1
     got = (sim if engine == "simpy" and not sharded
            else _run(sc, engine, tmp_path / "run", capture=capture))
