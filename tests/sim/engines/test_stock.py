@@ -236,3 +236,23 @@ def test_a_down_fault_crashes_the_binary_and_it_starts_again_cold() -> None:
     assert df.success.all()  # asked again until the binary answered
     assert df.timeouts.sum() > 0 and calm.records.timeouts.sum() == 0
     assert df.exchanges.sum() > calm.records.exchanges.sum()  # walked again, cold
+
+
+@pytest.mark.live
+@needs_root
+def test_the_binaries_validate_a_signed_hierarchy() -> None:
+    """``namespace.dnssec`` and ``dnssec: true``: each binary gets the hierarchy's root DS as
+    its only trust anchor and validates; every discovery succeeds, the keys' fetches among
+    its exchanges (more than unsigned)."""
+    _installed()
+    over = {"network.link.delay.mean": 0.002, "network.processing.model": "fixed",
+            "network.nodes": 3, "workload.queries": 4, "workload.pool": 4,
+            "schemes": [{"name": n, "k": 3, "mode": "qname", "resolver": n, "timeout": 5.0,
+                         "dnssec": True} for n in RECURSORS]}
+    signed = run_scenario(scenario("engines-small", **{**over, "namespace.dnssec": True}),
+                          engine="live", write=False).records
+    plain = run_scenario(scenario("engines-small", **{**over, "schemes": [
+        {**s, "dnssec": False} for s in over["schemes"]]}), engine="live", write=False).records
+    assert signed.success.all(), signed.groupby("scheme").success.mean()
+    more = (signed.groupby("scheme").exchanges.sum() > plain.groupby("scheme").exchanges.sum())
+    assert more.all(), more
