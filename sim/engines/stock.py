@@ -47,7 +47,7 @@ from dnslib import QTYPE, DNSRecord
 
 from nodes.agent.stub import StubResult
 from nodes.registry.client import RegistryResult
-from nodes.resolver.types import Discovery, DiscoveryResult, Step
+from nodes.resolver.types import Discovery, DiscoveryResult, Step, rcode_text
 from sim.build.runplan import StockSetup
 from sim.build.workload import Job
 from sim.engines.base import EngineOutput
@@ -56,7 +56,6 @@ from sim.interop.resolvers import SPECS, Setup
 from sim.sockets.wirelog import WireExchange
 
 START_TIMEOUT = 20.0  # seconds a binary has to answer on its address
-_RCODES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED"}
 
 
 class StockError(RuntimeError):
@@ -256,7 +255,7 @@ def wire_walks(exchanges: Iterable[WireExchange],
             continue
         best.busy = max(best.busy, ex.sent + (ex.rtt or 0.0))
         outcome = "timeout" if ex.rtt is None else (
-            _RCODES.get(ex.rcode, str(ex.rcode)) + (" TC" if ex.tc else ""))
+            rcode_text(ex.rcode) + (" TC" if ex.tc else ""))
         best.steps.append(Step(qname, qtype, (ex.server, 53), ex.transport, ex.sent, ex.rtt,
                                len(ex.query), ex.reply if ex.rtt is not None else 0,
                                outcome, False, qid))
