@@ -238,10 +238,9 @@ ENGINES: dict[str, EngineInfo] = {
                 shards=Support(NO, _NOT_SHARDED),
                 drafts=Support(EXACT, _DRAFTS_REAL),
                 stock=Support(STATISTICAL, "the binary on its resolver's host, in the host's "
-                                           "namespace, on user-space links only (netem: "
-                                           "off), its packets delayed where they arrive; "
-                                           "records from what the servers saw, checked by "
-                                           "capture"),
+                                           "namespace; its packets delayed by netem, or on "
+                                           "user-space links where they arrive; records "
+                                           "from what the servers saw, checked by capture"),
             )),
     )
 }

@@ -211,13 +211,6 @@ class _Agents:
                 proc.wait(timeout=5)
 
 
-#: why a stock recursor is not run on netem links (the one run tried, in the --vm guest)
-STOCK_ON_NETEM = (
-    "mininet engine: a stock recursor (schemes[].resolver) runs on user-space links only "
-    "(engine_options.mininet.netem: off): in the one run on netem links tried (the --vm "
-    "guest), Unbound started but no query of its reached a server (not yet diagnosed)")
-
-
 def run_mininet(plan: RunPlan, sink: StubSink | None = None) -> EngineOutput:
     """Run one scheme of ``plan`` on Mininet hosts (the catalogue's entry point); the hosts'
     pieces are folded at the end, every discovery told to ``sink``."""
@@ -231,8 +224,6 @@ def run_mininet(plan: RunPlan, sink: StubSink | None = None) -> EngineOutput:
     if spec.netem == "require" and not netem:
         raise RuntimeError("mininet engine: engine_options.mininet.netem is require, but this "
                            "kernel has no netem qdisc (tooldns run --vm boots one that has)")
-    if netem and plan.stock is not None:
-        raise RuntimeError(STOCK_ON_NETEM)
     if not netem:
         warnings.warn("mininet engine: no netem qdisc on this kernel (or netem: off): links "
                       "carry no delay or loss; the adapters emulate them in user space from "

@@ -8,7 +8,11 @@ resolver iterating as that binary does (``resolver_model``, :mod:`nodes.resolver
 and bytes per discovery of both, their difference, and how many discoveries returned the
 same tools as the model and as the scheme named by ``--reference`` (the aware walk) did.
 ``--json`` keeps the table; ``--out DIR --capture`` writes the live run with its packet
-capture and prints the capture's check of the records.
+capture and prints the capture's check of the records. ``--seeds N`` runs both once per
+seed (``seed`` … ``seed+N-1``: namespace, workload and link draws change together) and
+prints each figure as mean ± a 95 % Student t interval over the seeds, the difference as
+the interval of the per-seed differences; ``--json`` is rewritten after every seed, so an
+interrupted run keeps the seeds it finished.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.intervals import METHOD, t_interval
 from sim.loading import load_scenario
 from sim.run.runner import run_scenario
 from sim.scenario import Scenario
@@ -71,6 +76,61 @@ def compare(binary: pd.DataFrame, model: pd.DataFrame, reference: str | None,
     return rows
 
 
+def over_seeds(per_seed: Mapping[int, list[dict]]) -> list[dict]:
+    """:func:`compare`'s rows of several seeds as one row per scheme and phase: every
+    figure's mean and 95 % half-width over the seeds (``<figure>_half``), the difference
+    as the interval of the per-seed differences; tool agreement summed."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for rows in per_seed.values():
+        for r in rows:
+            groups.setdefault((r["scheme"], r["phase"]), []).append(r)
+    out = []
+    for (scheme, phase), rows in groups.items():
+        row: dict[str, Any] = {"scheme": scheme, "binary": rows[0]["binary"], "phase": phase,
+                               "seeds": len(rows), "queries": sum(r["queries"] for r in rows)}
+        for col in ("success_binary", "success_model",
+                    *(f"{m}_{side}" for m in METRICS for side in ("binary", "model",
+                                                                   "diff_pct"))):
+            iv = t_interval(r[col] for r in rows)
+            row[col], row[f"{col}_half"] = _round(iv.mean), _round(iv.half)
+        for col in ("same_tools_as_model", "same_tools_as_reference"):
+            if all(col in r for r in rows):
+                row[col] = sum(r[col] for r in rows)
+        out.append(row)
+    return out
+
+
+def seeds_markdown(rows: list[dict], reference: str | None) -> str:
+    """:func:`over_seeds`' rows as Markdown: mean ± half-width (95 %, t over seeds)."""
+    head = ["scheme", "binary", "phase", "seeds", "queries", "exchanges binary",
+            "exchanges model", "diff", "round trips binary / model", "tools as the model"]
+    if reference is not None:
+        head.append(f"tools as {reference}")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["scheme"], r["binary"], r["phase"], str(r["seeds"]), str(r["queries"]),
+                 _pm(r, "exchanges_binary"), _pm(r, "exchanges_model"),
+                 _pm(r, "exchanges_diff_pct", "{:+.1f}") + " %",
+                 f"{r['round_trips_binary']:.2f} / {r['round_trips_model']:.2f}",
+                 f"{r.get('same_tools_as_model', '')}/{r['queries']}"]
+        if reference is not None:
+            cells.append(f"{r.get('same_tools_as_reference', '')}/{r['queries']}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + f"\n\n(mean ± half-width: {METHOD})"
+
+
+def _pm(row: dict, col: str, fmt: str = "{:.2f}") -> str:
+    """``mean ± half`` of ``col`` (``n/a`` without a value)."""
+    mean, half = row[col], row[col + "_half"]
+    if mean is None:
+        return "n/a"
+    return fmt.format(mean) + ("" if half is None else f" ± {half:.2f}")
+
+
+def _round(v: float) -> float | None:
+    return None if v != v else round(v, 3)  # NaN (one seed, or no value): None in JSON
+
+
 def markdown(rows: list[dict], reference: str | None) -> str:
     """The table as Markdown: per scheme and phase, binary vs model."""
     head = ["scheme", "binary", "phase", "queries", "exchanges (binary / model, diff)",
@@ -109,6 +169,21 @@ def _pct(v: float | None) -> str:
     return "n/a" if v is None else f"{v:+.1f} %"
 
 
+def _write_json(path: Path, sc: Scenario, per_seed: Mapping[int, list[dict]]) -> None:
+    """The rows so far (one seed: its rows; several: each seed's and the intervals)."""
+    from analysis.files import atomic_write
+
+    if len(per_seed) == 1 and next(iter(per_seed)) == sc.seed:
+        data: dict[str, Any] = {"scenario": sc.name, "seed": sc.seed,
+                                "rows": per_seed[sc.seed]}
+    else:
+        data = {"scenario": sc.name, "seeds": sorted(per_seed), "method": METHOD,
+                "rows": over_seeds(per_seed),
+                "per_seed": {str(k): v for k, v in per_seed.items()}}
+    text = json.dumps(data, indent=1)
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8"))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m sim.interop.calibration",
                                  description=__doc__.split("\n\n")[0])
@@ -119,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write the live run's results here")
     ap.add_argument("--capture", action="store_true",
                     help="capture the live run (with --out) and print the capture's check")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="runs, one per seed from the scenario's: intervals over them")
     args = ap.parse_args(argv)
     sc = load_scenario(args.scenario)
     stock = {s.name: s.resolver for s in sc.dns_schemes() if s.resolver != "project"}
@@ -128,18 +205,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.capture and args.out is None:
         ap.error("--capture needs --out (the capture is written beside the results)")
-    live = run_scenario(sc, engine="live", out_dir=args.out, write=args.out is not None,
-                        capture=args.capture)
-    model = run_scenario(model_twin(sc), write=False)
-    rows = compare(live.records, model.records, args.reference, stock)
-    print(markdown(rows, args.reference))
-    if args.capture:
-        print("\n" + capture_markdown(live.summary["capture"]))
-    if args.json is not None:
-        from analysis.files import atomic_write
-
-        text = json.dumps({"scenario": sc.name, "seed": sc.seed, "rows": rows}, indent=1)
-        atomic_write(args.json, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8"))
+    if args.seeds < 1:
+        ap.error("--seeds must be at least 1")
+    per_seed: dict[int, list[dict]] = {}
+    for seed in range(sc.seed, sc.seed + args.seeds):
+        this = sc if args.seeds == 1 else sc.with_overrides({"seed": seed})
+        out = (args.out if args.seeds == 1 or args.out is None
+               else args.out / f"seed-{seed}")
+        live = run_scenario(this, engine="live", out_dir=out, write=out is not None,
+                            capture=args.capture)
+        model = run_scenario(model_twin(this), write=False)
+        per_seed[seed] = compare(live.records, model.records, args.reference, stock)
+        if args.seeds > 1:
+            print(f"seed {seed}:", file=sys.stderr)
+            print(markdown(per_seed[seed], args.reference), file=sys.stderr)
+        if args.capture:
+            print("\n" + capture_markdown(live.summary["capture"]),
+                  file=sys.stderr if args.seeds > 1 else sys.stdout)
+        if args.json is not None:
+            _write_json(args.json, sc, per_seed)
+    if args.seeds == 1:
+        print(markdown(per_seed[sc.seed], args.reference))
+    else:
+        print(seeds_markdown(over_seeds(per_seed), args.reference))
     return 0
 
 

@@ -433,12 +433,15 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
 
 def _stock_namespace(sc: Scenario, engine: str, stack: contextlib.ExitStack) -> bool:
     """Whether the run has stock recursors (``schemes[].resolver``) on an engine that runs
-    them: then the rest of the run is in a network namespace of its own
-    (:func:`sim.sockets.netns.private_network`), where the servers listen on port 53."""
+    them: then the servers listen on port 53 (where the recursors ask them), and on a
+    loopback engine the rest of the run is in a network namespace of its own
+    (:func:`sim.sockets.netns.private_network`)."""
     stock = [s.name for s in sc.dns_schemes() if s.resolver != "project"]
     info = engine_info(engine)
-    if not stock or not info.can("stock") or not info.loopback:
-        return False  # refused by check_engine; Mininet's hosts have namespaces of their own
+    if not stock or not info.can("stock"):
+        return False  # refused by check_engine
+    if not info.loopback:
+        return True  # Mininet: every host has a namespace of its own already
     from sim.sockets.netns import NamespaceError, private_network
 
     try:

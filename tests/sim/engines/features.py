@@ -135,7 +135,7 @@ def _drafts() -> Scenario:
 def _stock() -> Scenario:
     # deployable ToolDNS through Unbound itself (the simulation's run: its model), two
     # phases (cold, then the same queries warm); the aware walk beside it
-    # (Mininet: user-space links, the only ones a stock recursor runs on there)
+    # (Mininet: user-space links, as every cell on this host; the VM test runs netem)
     return base(**{"schemes": [{"name": "tooldns", "k": 3},
                                {"name": "qname-unbound", "k": 3, "mode": "qname",
                                 "resolver": "unbound"}],

@@ -115,6 +115,10 @@ def _scenario() -> Scenario:
                     {"name": "agentdns", "kind": "agentdns", "keepalive": True}],
         "faults": {"events": [{"kind": "lossy", "target": "replica:1", "loss": 0.2}]},
         "network": {**sc.network.model_dump(mode="json"), "processing": {"model": "fixed"}},
+        # a packet lost to the lossy replica costs the resolver one 5 s attempt; the agent
+        # waits longer than the resolver's four attempts, so a loss retried upstream is
+        # never also a stub timeout racing it (a CI run on a loaded machine lost a query so)
+        "agents": {"timeout": 30.0},
     })
 
 

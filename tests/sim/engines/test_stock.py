@@ -22,7 +22,7 @@ from nodes.agent.stub import StubResult
 from nodes.resolver.types import Discovery, Step
 from sim.engines.stock import wire_walks
 from sim.errors import ScenarioError
-from sim.interop.calibration import compare, model_twin
+from sim.interop.calibration import compare, model_twin, over_seeds
 from sim.interop.resolvers import SPECS
 from sim.run.runner import run_scenario
 from sim.sockets.wirelog import WireExchange
@@ -131,6 +131,24 @@ def test_the_model_twin_runs_each_binary_as_its_model() -> None:
     assert (s.resolver, s.resolver_model) == ("project", "knot-resolver")
 
 
+def test_calibration_over_seeds_is_a_t_interval_of_each_seeds_figures() -> None:
+    def row(seed_exchanges: float, model: float) -> dict:
+        r = {"scheme": "q", "binary": "unbound", "phase": "cold", "queries": 10,
+             "success_binary": 1.0, "success_model": 1.0, "same_tools_as_model": 10}
+        for m in ("exchanges", "round_trips", "bytes_down", "bytes_up"):
+            r[f"{m}_binary"], r[f"{m}_model"] = seed_exchanges, model
+            r[f"{m}_diff_pct"] = 100 * (model - seed_exchanges) / seed_exchanges
+        return r
+
+    (got,) = over_seeds({1: [row(4.0, 4.2)], 2: [row(5.0, 5.5)], 3: [row(6.0, 6.0)]})
+    assert got["seeds"] == 3 and got["queries"] == 30 and got["same_tools_as_model"] == 30
+    assert got["exchanges_binary"] == 5.0
+    assert got["exchanges_binary_half"] == round(4.302653 * 1.0 / 3 ** 0.5, 3)  # t(.975, 2)
+    assert got["exchanges_diff_pct"] == round((5.0 + 10.0 + 0.0) / 3, 3)
+    (one,) = over_seeds({1: [row(4.0, 4.2)]})
+    assert one["exchanges_binary_half"] is None  # no interval from one seed
+
+
 # ------------------------------------------------------------------ the namespace
 
 
@@ -197,6 +215,25 @@ def test_each_binary_answers_as_the_aware_walk_and_its_model_predicts_it(
         b, m = row["exchanges_binary"], row["exchanges_model"]
         assert abs(m - b) <= 0.1 * b, row  # warm: 0 on both
         assert row["same_tools_as_reference"] == row["same_tools_as_model"] == row["queries"], row
+
+
+@pytest.mark.live
+@pytest.mark.mininet
+def test_a_binary_on_mininet_is_asked_on_port_53_without_being_told(
+        mininet_ok: None) -> None:
+    """``tooldns run --engine mininet`` (no port given): the servers listen where a recursor
+    asks them, on port 53 (they once listened on the live engine's 15353, and Unbound,
+    refused, answered SERVFAIL)."""
+    if SPECS["unbound"].executable() is None and not CI:
+        pytest.skip("unbound is not installed (bash .ci/setup installs it)")
+    sc = scenario("engines-small", **{
+        "network.link.delay.mean": 0.005, "network.processing.model": "fixed",
+        "network.nodes": 3, "workload.queries": 3, "workload.pool": 3,
+        "engine_options.mininet.netem": "off",
+        "schemes": [{"name": "q", "k": 3, "mode": "qname", "resolver": "unbound",
+                     "timeout": 5.0}]})
+    df = run_scenario(sc, engine="mininet", write=False).records
+    assert df.success.all() and df.exchanges.sum() > 0, df[["success", "error"]]
 
 
 def test_a_down_fault_on_the_project_resolver_is_refused_before_anything_runs() -> None:

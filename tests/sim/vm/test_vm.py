@@ -148,6 +148,40 @@ def test_netem_in_the_vm_agrees_with_simpy(vm_ok, tooldns, tmp_path: Path) -> No
     assert not _qemus(proc.pid)
 
 
+def test_a_stock_recursor_on_netem_links_in_the_vm(vm_ok, tooldns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Unbound as the scheme's resolver on the guest's netem links (``schemes[].resolver``),
+    against its model on simpy (``resolver_model``): one closed-loop agent, so the same
+    walks, query by query (a binary that times out on a slow guest may only add
+    exchanges), each no faster than the model of its links (the kernel delays the
+    binary's packets here; nothing is held where they arrive), and every exchange the
+    binary made claimed by a query."""
+    from sim.interop.calibration import model_twin
+
+    sc = scenario("engines-vm", **{
+        "workload.queries": 4, "workload.pool": 4,
+        "schemes": [{"name": "q", "k": 3, "mode": "qname", "resolver": "unbound",
+                     "timeout": 5.0}]})
+    file = tmp_path / "stock-vm.yaml"
+    file.write_text(sc.model_dump_json())
+    proc = tooldns("run", str(file), "--vm", "--out", str(tmp_path / "vm"))
+    _, err = proc.communicate(timeout=1500)  # ~4 min idle on TCG
+    assert proc.returncode == 0, err[-3000:]
+    summary = json.loads((tmp_path / "vm" / "summary.json").read_text())
+    replay = summary["replay"]["q"]
+    assert replay["link_emulation"] == "netem"
+    report = replay["stock_resolver"]
+    assert report["binary"] == "unbound" and report["unattributed_exchanges"] == 0, report
+    vm = pd.read_csv(tmp_path / "vm" / "results.csv").sort_values("job")
+    assert vm.success.all() and report["exchanges"] == vm.exchanges.sum() > 0, report
+    sim = run_scenario(model_twin(sc), write=False).records.sort_values("job")
+    assert vm.returned.tolist() == sim.returned.tolist()
+    for column in ("exchanges", "round_trips"):
+        assert (vm[column].to_numpy() >= sim[column].to_numpy()).all(), column
+    ratio = vm.latency_ms.to_numpy() / sim.latency_ms.to_numpy()
+    assert (ratio >= 0.99).all(), ratio
+    assert not _qemus(proc.pid)
+
+
 def test_ctrl_c_stops_the_guest(vm_ok, tooldns, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     proc = tooldns("run", str(SCENARIO), "--vm", "--out", str(tmp_path / "vm"))
     seen = _until_up(proc)
