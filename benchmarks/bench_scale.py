@@ -20,9 +20,11 @@ What it measures
 
     ``rate`` — the issue's yardstick: simulated discoveries per wall-second on one core
     (one process) for 10^5 tools, branching 10, depth 3, BM25, cold caches (resolver cache
-    and the servers' packet cache off), 10^4 closed-loop discoveries drawn from 2,000 intents
-    (``--pool``; with ``--pool 10000`` no intent repeats, so the simulator's memos of
-    replies, parses and query bytes find nothing to reuse); the events the engine
+    and the servers' packet cache off), 10^4 closed-loop discoveries, run twice: every
+    intent distinct (the pool is the query count, so the simulator's memos of replies,
+    parses and query bytes find nothing to reuse), then drawn from 2,000 intents (four in
+    five repeat one), side by side, default build first (``--pool N``: that pool only);
+    the events the engine
     scheduled per discovery; and the ratio to the *simpy floor* (events/s of a minimal
     simpy model ÷ events per discovery: what the event loop alone would allow). With
     ``--baseline-tree DIR`` the same yardstick also runs on another checkout (a subprocess
@@ -44,7 +46,7 @@ What it measures
     whole tree), e.g. the issue's 10^6 tools × 10^6 queries on cold caches.
 
 Run
-    python3 benchmarks/bench_scale.py rate                      # ~1 min
+    python3 benchmarks/bench_scale.py rate                      # ~2 min: distinct, repeated
     git worktree add /tmp/base ef1f376 && \
       python3 benchmarks/bench_scale.py rate --baseline-tree /tmp/base   # before issue 12
     python3 benchmarks/bench_scale.py growth                    # N = 10^3 … 10^6, ~3 min
@@ -314,33 +316,40 @@ def rate(args: argparse.Namespace) -> int:
         trees.append(("compiled", str(Path(scratch.name) / "code")))
     floor = simpy_floor()
     print(f"simpy floor: {floor:,.0f} events/s (minimal timeout ping-pong, 16 processes)")
+    pools = [args.pool] if args.pool else [args.queries, 2000]
     print(f"yardstick: {args.tools:,} tools, branching 10, depth 3, BM25, resolver cache "
-          f"and servers' packet cache off, {args.queries:,} closed-loop discoveries "
-          f"drawn from {args.pool:,} intents, 16 agents\n")
-    rows = {}
-    for label, tree in trees:
-        out = subprocess.run([sys.executable, __file__, "rate", "--child", tree, "--tools",
-                              str(args.tools), "--queries", str(args.queries),
-                              "--pool", str(args.pool)],
-                             capture_output=True, text=True, check=True, cwd=tree)
-        rows[label] = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"{'code':12s} {'sim s':>8s} {'disc/s/core':>12s} {'events/disc':>12s} "
-          f"{'of floor':>9s} {'RTT/disc':>9s} {'bytes/disc':>11s}")
-    for label, r in rows.items():
+          f"and servers' packet cache off, {args.queries:,} closed-loop discoveries by 16 "
+          f"agents, drawn from " + " and from ".join(f"{p:,}" for p in pools)
+          + " intents\n")
+    rows: dict[tuple[str, int], dict] = {}
+    for pool in pools:  # distinct intents first (the memo cannot help), then repeated
+        for label, tree in trees:  # the default build first
+            out = subprocess.run([sys.executable, __file__, "rate", "--child", tree,
+                                  "--tools", str(args.tools), "--queries", str(args.queries),
+                                  "--pool", str(pool)],
+                                 capture_output=True, text=True, check=True, cwd=tree)
+            rows[(label, pool)] = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"{'intents':22s} {'code':12s} {'sim s':>8s} {'disc/s/core':>12s} "
+          f"{'events/disc':>12s} {'of floor':>9s} {'RTT/disc':>9s} {'bytes/disc':>11s}")
+    for (label, pool), r in rows.items():
         rate_ = args.queries / r["sim_s"]
         per = r["events"] / args.queries
-        print(f"{label:12s} {r['sim_s']:8.2f} {rate_:12,.0f} {per:12.1f} "
+        kind = ("distinct" if pool >= args.queries
+                else f"repeated ({pool:,} pool)")
+        print(f"{kind:22s} {label:12s} {r['sim_s']:8.2f} {rate_:12,.0f} {per:12.1f} "
               f"{rate_ / (floor / per):9.1%} {r['rtt']:9.2f} {r['bytes']:11.1f}"
               + ("" if r["packet_cache_off"] else "  (packet cache on: no switch)"))
-    if "baseline" in rows:
-        a, b = rows["this tree"], rows["baseline"]
-        print(f"\nspeed-up against the baseline tree: {b['sim_s'] / a['sim_s']:.2f}x "
-              f"(same machine, one run each)")
-    if "compiled" in rows:
-        a, c = rows["this tree"], rows["compiled"]
-        same = (a["rtt"], a["bytes"], a["events"]) == (c["rtt"], c["bytes"], c["events"])
-        print(f"compiled against this tree: {a['sim_s'] / c['sim_s']:.2f}x; round trips, "
-              f"bytes and events per discovery {'equal' if same else 'DIFFERENT'}")
+    for pool in pools:
+        if ("baseline", pool) in rows:
+            a, b = rows[("this tree", pool)], rows[("baseline", pool)]
+            print(f"\nspeed-up against the baseline tree, pool {pool:,}: "
+                  f"{b['sim_s'] / a['sim_s']:.2f}x (same machine, one run each)")
+        if ("compiled", pool) in rows:
+            a, c = rows[("this tree", pool)], rows[("compiled", pool)]
+            same = (a["rtt"], a["bytes"], a["events"]) == (c["rtt"], c["bytes"], c["events"])
+            print(f"compiled against this tree, pool {pool:,}: {a['sim_s'] / c['sim_s']:.2f}x;"
+                  f" round trips, bytes and events per discovery "
+                  f"{'equal' if same else 'DIFFERENT'}")
     if scratch is not None:
         scratch.cleanup()
     return 0
@@ -453,8 +462,9 @@ def main() -> int:
     r = sub.add_parser("rate", help="discoveries/s per core on 10^5 tools vs the simpy floor")
     r.add_argument("--tools", type=int, default=100_000)
     r.add_argument("--queries", type=int, default=10_000)
-    r.add_argument("--pool", type=int, default=2000, help="distinct intents the queries are "
-                   "drawn from (= --queries: none repeats, so no memo of the simulator helps)")
+    r.add_argument("--pool", type=int, default=0, help="distinct intents the queries are "
+                   "drawn from (= --queries: none repeats, so no memo of the simulator "
+                   "helps); default: both, --queries (distinct) and 2,000 (repeated)")
     r.add_argument("--compiled", action="store_true", help="also run this tree compiled "
                    "by mypyc (`tooldns compile` into a temporary folder, ~1 min)")
     r.add_argument("--baseline-tree", help="another checkout to run the same yardstick with "

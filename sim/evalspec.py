@@ -190,6 +190,14 @@ class DatasetSpec(Spec):
     test_fraction: float | None = Field(default=None, gt=0, le=1,
                                         description="stratified test split (paper: 0.4); "
                                         "GRAIL's pseudo-documents read the rest")
+    split: Literal["by-query", "by-tool"] = Field(
+        default="by-query", description="by-query: the queries are split (almost every "
+        "held-out query asks for a tool with logged ones); by-tool: first a share of the "
+        "tools (unseen_tools) is held out with every query that asks for one, then the "
+        "other queries are split by test_fraction (a new tool's visibility)")
+    unseen_tools: float = Field(default=0.2, gt=0, lt=1, description="split: by-tool: the "
+                                "share of the tools with queries (per leaf category) that "
+                                "no training query names")
 
 
 class RoutingLogSpec(Spec):
@@ -303,6 +311,9 @@ class EvalScenario(Spec):
             raise ValueError(f"dataset.test_fraction ({frac}) differs from "
                              f"taxonomy.routing_log.test_fraction ({log.test_fraction}): "
                              f"the log is the split's training part; give one value")
+        if self.dataset.split == "by-tool" and log is None and frac is None:
+            raise ValueError("dataset.split: by-tool holds tools out of a training log; set "
+                             "dataset.test_fraction or taxonomy.routing_log")
         if log is None and frac is None and "flat-log:dense" in self.methods:
             raise ValueError("methods: flat-log:dense reads a training query log; set "
                              "dataset.test_fraction or taxonomy.routing_log")

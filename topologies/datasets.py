@@ -10,6 +10,8 @@
   the loader accepts JSON or JSONL records with the common spellings of those fields (see
   :data:`RELEASE_FIELDS`) and turns them into catalogue and query rows.
 * :func:`synthetic_catalog` writes the core synthetic namespace (known truth) as rows.
+* :func:`tool_split` — a split by tool: a seeded share of the tools with every query that
+  names one held out, then :func:`stratified_split` of the rest;
 * :func:`stratified_split` — a seeded train/test split of queries, stratified by the
   category of their (first) ground-truth tool; the paper uses 60/40.
 * :func:`namespace_from_paths` builds a :class:`~topologies.namespace.Namespace` from rows
@@ -200,6 +202,33 @@ def stratified_split(
         test += idx[:n_test]
         train += idx[n_test:]
     return [queries[i] for i in sorted(train)], [queries[i] for i in sorted(test)]
+
+
+def tool_split(
+    queries: Sequence[Row], category: Callable[[str], str], unseen_fraction: float,
+    test_fraction: float, seed: int = 0,
+) -> tuple[list[Row], list[Row], set[str]]:
+    """(train, test, unseen tools): a split by tool. Per leaf category (sorted, each its
+    own seeded stream) ``round(unseen_fraction·n)`` of the ``n`` tools some query names
+    are held out; every query naming a held-out tool is a test query, so no training query
+    names one. The other queries are split as :func:`stratified_split` splits them."""
+    if not 0.0 < unseen_fraction < 1.0:
+        raise ValueError("unseen_fraction must lie in (0, 1)")
+    by_cat: dict[str, set[str]] = defaultdict(set)
+    for q in queries:
+        for t in q["tool_ids"]:
+            by_cat[category(t)].add(t)
+    unseen: set[str] = set()
+    for key in sorted(by_cat):
+        tools = sorted(by_cat[key])
+        random.Random(f"{seed}:tools:{key}").shuffle(tools)
+        unseen.update(tools[:round(unseen_fraction * len(tools))])
+    held = [q for q in queries if unseen.intersection(q["tool_ids"])]
+    rest = [q for q in queries if not unseen.intersection(q["tool_ids"])]
+    train, test = stratified_split(rest, lambda q: category(q["tool_ids"][0]), test_fraction,
+                                   seed)
+    order = {id(q): i for i, q in enumerate(queries)}
+    return train, sorted(test + held, key=lambda q: order[id(q)]), unseen
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Row]) -> None:

@@ -57,6 +57,7 @@ from nodes.resolver.caches import Caches
 from nodes.resolver.config import ResolverConfig
 from nodes.resolver.context import Context
 from nodes.resolver.infra import Infra
+from nodes.resolver.minimise import PROJECT
 from nodes.resolver.types import (
     Ask,
     Discovery,
@@ -77,6 +78,10 @@ QUERY_MEMO_MAX_BYTES = 512  # … of at most this many bytes each
 _QTYPE_TEXT = {code: QTYPE[code] for code in (1, 2, 5, 6, 16, 28, 33, 43, 46, 48, 255)}
 _SENT = {"udp": "sent_udp", "tcp": "sent_tcp", "tls": "sent_tls"}
 _RCODE_TEXT = {code: rcode_text(code) for code in range(16)}
+
+
+#: a question as a stock recursor coalesces it: name (any case), type, the zone's servers
+_AskKey = tuple[str, int, frozenset[Address]]
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -190,6 +195,12 @@ class RecursiveResolver:
         self._out: list[Outgoing] = []
         self._results: list[DiscoveryResult] = []
         self._active_clients = 0
+        # as a stock recursor (resolver_model): a question already asked of a zone's
+        # servers and not yet answered is not asked again; the other walks wanting it
+        # wait for that answer (the binaries do: Q12 in benchmarks/RESULTS.md)
+        self._coalesce = self.config.resolver_model != PROJECT
+        self._inflight: dict[_AskKey, list[tuple[_Task, int]]] = {}
+        self._leading: dict[tuple[int, int], _AskKey] = {}  # (id(task), ask) -> its key
 
     def instance(self) -> RecursiveResolver:
         """A resolver as this one was built (same root hints, configuration, scorer and
@@ -319,6 +330,8 @@ class RecursiveResolver:
             if len(ask.qname) > 63 and not name_fits(ask.qname):  # (short names always fit)
                 unsendable.append(i)
                 continue
+            if self._coalesce and self._joined(task, i, ask):
+                continue
             self._send(task, i, self.infra.order(ask.servers), 0, self._upstream, now)
         for i in unsendable:  # answered at once, after the others left (the last may advance)
             self.stats["unsendable_name"] += 1
@@ -408,7 +421,31 @@ class RecursiveResolver:
         else:
             self._deliver(pending.task, pending.index, Reply(None, why), now)
 
+    def _joined(self, task: _Task, index: int, ask: Ask) -> bool:
+        """Whether ask ``index`` of ``task`` waits for the same question in flight (it is
+        then answered with that answer); else it leads its question from now on."""
+        key: _AskKey = (ask.qname.lower(), ask.qtype, frozenset(ask.servers))
+        waiting = self._inflight.get(key)
+        if waiting is not None:
+            waiting.append((task, index))
+            self.stats["coalesced"] += 1
+            return True
+        self._inflight[key] = []
+        self._leading[(id(task), index)] = key
+        return False
+
     def _deliver(self, task: _Task, index: int, reply: Reply, now: float) -> None:
+        if self._coalesce:
+            key = self._leading.pop((id(task), index), None)
+            if key is not None:  # the walks that waited for this question get its answer
+                waiting = self._inflight.pop(key)
+                self._answer(task, index, reply, now)
+                for other, i in waiting:
+                    self._answer(other, i, reply, now)
+                return
+        self._answer(task, index, reply, now)
+
+    def _answer(self, task: _Task, index: int, reply: Reply, now: float) -> None:
         task.replies[index] = reply
         task.waiting -= 1  # replies still missing (each ask is answered once)
         if task.waiting <= 0 and _complete(task.replies):

@@ -1,6 +1,6 @@
 """One evaluation (``tooldns eval``): load the dataset, build the tree, run every method,
-write the outputs (per_query.csv, summary.csv, by_category.csv, summary.json, table.md and
-the figures of :mod:`analysis.plots.retrieval`)."""
+write the outputs (per_query.csv, summary.csv, by_category.csv, by_seen.csv with a
+training log, summary.json, table.md and the figures of :mod:`analysis.plots.retrieval`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from sim.retrieval.dataset import category_map, load_split, sample_queries
 from sim.retrieval.evaluator import EvalConfig, Evaluator
 from sim.retrieval.llm import LLMClient
 from sim.retrieval.summary import markdown_table, paired_methods, summarise
-from topologies.datasets import Row
+from topologies.datasets import Row, canonical_id
 from topologies.encoders import disk_cached_encoder
 from topologies.learned import log_coverage, without_held_out
 from topologies.namespace import Namespace
@@ -45,7 +45,8 @@ def _text(text: str) -> Callable[[str], None]:
 def write_outputs(out: Path, per_query: pd.DataFrame, k: int, meta: dict,
                   plots: bool = True, origin: dict | None = None) -> dict[str, pd.DataFrame]:
     """per_query.csv, summary.csv (with 95 % intervals over the queries), by_category.csv,
-    paired.csv (each method minus the first, query by query), summary.json (ending with
+    by_seen.csv (with a training log: queries whose tool some log query names, and the
+    others), paired.csv (each method minus the first, query by query), summary.json (ending with
     ``origin``, the provenance block, when given), table.md (+ plots)."""
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise(per_query)
@@ -53,6 +54,8 @@ def write_outputs(out: Path, per_query: pd.DataFrame, k: int, meta: dict,
     paired = paired_methods(per_query)
     frames = {"per_query.csv": per_query, "summary.csv": summary, "by_category.csv": by_cat,
               "paired.csv": paired}
+    if "seen" in per_query.columns:  # a training log: its tools apart from the others
+        frames["by_seen.csv"] = summarise(per_query, ("method", "seen"))
     for name, frame in frames.items():
         atomic_write(out / name, _csv(frame))
     doc = {**meta, "k": k, "methods": json.loads(summary.to_json(orient="records"))}
@@ -65,7 +68,10 @@ def write_outputs(out: Path, per_query: pd.DataFrame, k: int, meta: dict,
         from analysis.titles import eval_title
 
         plot_all(per_query, out, eval_title(meta))  # titled with the evaluation and seed
-    return {"summary": summary, "by_category": by_cat, "paired": paired}
+    result = {"summary": summary, "by_category": by_cat, "paired": paired}
+    if "by_seen.csv" in frames:
+        result["by_seen"] = frames["by_seen.csv"]
+    return result
 
 
 def build_namespace(spec: EvalScenario, rows: Sequence[Row], queries: Sequence[Row],
@@ -123,11 +129,21 @@ def run_eval(spec: EvalScenario, out: Path | None = None,
                             methods=[base], finished=_named(kept.save, method))
         by_method[method] = ran.assign(method=method)  # the name with its variant
     df = pd.concat([by_method[m] for m in spec.methods if m in by_method], ignore_index=True)
+    if train:  # whether a ground-truth tool of the query has logged queries
+        logged = log_coverage(ns, train)
+        seen = {q.id: any(canonical_id(t) in logged for t in q.truth) for q in qs}
+        df["seen"] = df["query"].map(seen)
     meta = {"name": spec.name, "tools": len(rows), "queries_evaluated": len(qs),
             "queries_available": len(ns.queries), "namespace": ns.origin, "balance": balance,
             "spec": spec.model_dump(mode="json")}
     if any(m.startswith("grail") for m in spec.methods):  # what the pseudo-documents read
         meta["grail_train_queries"] = len(train)
+    if train:
+        first = df[df.method == spec.methods[0]]
+        meta["split"] = {"kind": spec.dataset.split, "train_queries": len(train),
+                         "evaluated_unseen": int((~first.seen.astype(bool)).sum()),
+                         **({"unseen_tools_share": spec.dataset.unseen_tools}
+                            if spec.dataset.split == "by-tool" else {})}
     if spec.taxonomy.routing_log is not None:  # what learned routing read
         meta["routing_log_queries"] = len(train)
         meta["routing_log_tools"] = len(log_coverage(ns, train))

@@ -73,3 +73,24 @@ def test_learned_centroids_are_the_mean_pseudo_document_of_each_subtree() -> Non
         assert node.centroids.keys() == same.zones[zone].centroids.keys()
         for service, vec in node.centroids.items():
             assert np.allclose(vec, same.zones[zone].centroids[service], atol=1e-6)
+
+
+def test_a_split_by_tool_keeps_every_query_of_a_held_out_tool_out_of_the_log() -> None:
+    from topologies.datasets import tool_split
+
+    rows, queries = synthetic_catalog(n_tools=200, branching=3, depth=2, seed=2, n_queries=300)
+    cats = {r["id"]: category_of(r) for r in rows}
+    train, test, unseen = tool_split(queries, cats.__getitem__, 0.25, 0.4, 7)
+    named = {t for q in queries for t in q["tool_ids"]}
+    per_cat: dict[str, list[str]] = {}
+    for t in sorted(named):
+        per_cat.setdefault(cats[t], []).append(t)
+    assert len(unseen) == sum(round(0.25 * len(ts)) for ts in per_cat.values()) > 0
+    assert not unseen & {t for q in train for t in q["tool_ids"]}  # no log query names one
+    assert [q for q in queries if unseen & set(q["tool_ids"])] == [
+        q for q in test if unseen & set(q["tool_ids"])]  # every one held out, in order
+    assert sorted(map(id, train + test)) == sorted(map(id, queries))
+    seen_test = [q for q in test if not unseen & set(q["tool_ids"])]
+    assert seen_test  # the other tools' queries are split as by query
+    assert tool_split(queries, cats.__getitem__, 0.25, 0.4, 7)[2] == unseen
+    assert tool_split(queries, cats.__getitem__, 0.25, 0.4, 8)[2] != unseen

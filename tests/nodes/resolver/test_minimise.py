@@ -8,6 +8,7 @@ running binaries, ``tests/sim/interop``). No sockets."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import get_args
 
@@ -109,6 +110,33 @@ def test_a_walk_finds_the_same_tools_with_every_profile() -> None:
             found[model].append([e.target for e in result.endpoints])
     assert all(found[m] == found["project"] for m in MODELS), found
     assert all(found["project"])
+
+
+def test_a_question_in_flight_is_asked_once_as_a_stock_recursor_asks_it() -> None:
+    """Two walks for the same intent at once: a resolver model asks each question once and
+    the second walk waits for its answer (the binaries do; RESULTS Q12), while the
+    project's own iteration asks everything twice. Both walks find the same tools."""
+    ns = synthetic(n_tools=300, branching=3, depth=2, seed=4, n_queries=4)
+    h = build_hierarchy(ns, scorer="bm25")
+    query = ns.queries[0]
+    sent: dict[str, list[tuple[bytes, tuple[str, int]]]] = {}
+    for model in ("project", "unbound", "bind"):
+        net = MemoryNetwork(h, h.resolver(seed=1, config=ResolverConfig(
+            mode="qname", resolver_model=model)))
+        sent[model] = []
+        net.tap = lambda out, mine=sent[model]: mine.append((out.data[2:], out.dst))
+        for _ in range(2):
+            net.resolver.discover(Discovery(query.text, service=query.service, k=2), net.now)
+        first, second = net.run()
+        assert first.endpoints and [e.target for e in first.endpoints] == [
+            e.target for e in second.endpoints], model
+        questions = [q for q, _ in sent[model]]
+        if model == "project":
+            assert min(Counter(questions).values()) >= 2  # every question at least twice
+            assert net.resolver.stats["coalesced"] == 0
+        else:  # every question once; the second walk sent nothing of its own
+            assert len(questions) == len(set(questions)) and not second.steps, model
+            assert net.resolver.stats["coalesced"] > 0
 
 
 def test_a_deep_tree_stays_within_the_loop_guard() -> None:

@@ -143,3 +143,29 @@ def test_learned_and_plain_routing_in_one_file(tmp_path: Path) -> None:
     grids = eval_grids(result["summary"], result["paired"], 10, "t")
     assert grids[0].title.startswith("each method minus flat:dense")  # the answer first
     assert grids[1].title.startswith("learned routing minus plain routing")
+
+
+def test_a_split_by_tool_reports_seen_and_unseen_tools_apart(tmp_path: Path) -> None:
+    """``dataset.split: by-tool``: a share of the tools is never in the log; per_query.csv
+    says which queries' tools were (``seen``), by_seen.csv has each method on both."""
+    spec = EvalScenario.model_validate({
+        "name": "by-tool", "seed": 1, "plots": False, "k": 5,
+        "taxonomy": {"kind": "cluster", "branching": 3, "depth": 2, "leaf_size": 30},
+        "dataset": {"tools": 300, "branching": 3, "depth": 2, "sample": 400,
+                    "test_fraction": 0.4, "split": "by-tool", "unseen_tools": 0.3},
+        "methods": ["flat:bm25", "tooldns:bm25:2"]})
+    result = run_eval(spec, tmp_path)
+    rows = pd.read_csv(tmp_path / "per_query.csv")
+    assert set(rows.seen) == {True, False}
+    by_seen = pd.read_csv(tmp_path / "by_seen.csv")
+    assert set(zip(by_seen.method, by_seen.seen, strict=True)) == {
+        (m, s) for m in spec.methods for s in (True, False)}
+    assert result["by_seen"] is not None
+    import json
+
+    split = json.loads((tmp_path / "summary.json").read_text())["split"]
+    assert split["kind"] == "by-tool" and split["unseen_tools_share"] == 0.3
+    first = rows[rows.method == "flat:bm25"]
+    assert split["evaluated_unseen"] == int((~first.seen).sum()) > 0
+    with pytest.raises(ValueError, match="by-tool holds tools out of a training log"):
+        EvalScenario.model_validate({"dataset": {"split": "by-tool"}})
