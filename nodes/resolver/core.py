@@ -84,6 +84,10 @@ _RCODE_TEXT = {code: rcode_text(code) for code in range(16)}
 _AskKey = tuple[str, int, frozenset[Address]]
 
 
+def _ask_key(ask: Ask) -> _AskKey:
+    return (ask.qname.lower(), ask.qtype, frozenset(ask.servers))
+
+
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class _Task:
@@ -199,8 +203,8 @@ class RecursiveResolver:
         # servers and not yet answered is not asked again; the other walks wanting it
         # wait for that answer (the binaries do: Q12 in benchmarks/RESULTS.md)
         self._coalesce = self.config.resolver_model != PROJECT
+        # each question in flight: the walks waiting for it besides the one that asked
         self._inflight: dict[_AskKey, list[tuple[_Task, int]]] = {}
-        self._leading: dict[tuple[int, int], _AskKey] = {}  # (id(task), ask) -> its key
 
     def instance(self) -> RecursiveResolver:
         """A resolver as this one was built (same root hints, configuration, scorer and
@@ -424,26 +428,22 @@ class RecursiveResolver:
     def _joined(self, task: _Task, index: int, ask: Ask) -> bool:
         """Whether ask ``index`` of ``task`` waits for the same question in flight (it is
         then answered with that answer); else it leads its question from now on."""
-        key: _AskKey = (ask.qname.lower(), ask.qtype, frozenset(ask.servers))
-        waiting = self._inflight.get(key)
+        waiting = self._inflight.get(_ask_key(ask))
         if waiting is not None:
             waiting.append((task, index))
             self.stats["coalesced"] += 1
             return True
-        self._inflight[key] = []
-        self._leading[(id(task), index)] = key
+        self._inflight[_ask_key(ask)] = []
         return False
 
     def _deliver(self, task: _Task, index: int, reply: Reply, now: float) -> None:
-        if self._coalesce:
-            key = self._leading.pop((id(task), index), None)
-            if key is not None:  # the walks that waited for this question get its answer
-                waiting = self._inflight.pop(key)
-                self._answer(task, index, reply, now)
-                for other, i in waiting:
-                    self._answer(other, i, reply, now)
-                return
+        """The reply to a question this task asked (or could not send): with coalescing,
+        the walks that waited for the same question get it too."""
+        waiting = self._inflight.pop(_ask_key(task.asks[index]), None) if self._coalesce \
+            else None
         self._answer(task, index, reply, now)
+        for other, i in waiting or ():
+            self._answer(other, i, reply, now)
 
     def _answer(self, task: _Task, index: int, reply: Reply, now: float) -> None:
         task.replies[index] = reply

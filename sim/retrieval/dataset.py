@@ -63,12 +63,11 @@ def load_split(spec: EvalScenario) -> tuple[list[Row], list[Row], list[Row]]:
     log = spec.taxonomy.routing_log  # learned routing splits as dataset.test_fraction does
     fraction = ds.test_fraction if ds.test_fraction is not None else (
         log.test_fraction if log is not None else None)
+    cats = category_map(rows) if fraction is not None else {}
     if fraction is not None and ds.split == "by-tool":
-        cats = category_map(rows)
         train, queries, _ = tool_split(queries, lambda t: cats.get(t, ""), ds.unseen_tools,
                                        fraction, spec.seed)
     elif fraction is not None:
-        cats = category_map(rows)
         train, queries = stratified_split(queries, lambda q: cats[q["tool_ids"][0]],
                                           fraction, spec.seed)
     return rows, train, queries

@@ -404,7 +404,7 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     with contextlib.ExitStack() as stack:
         if write:  # the folder is this run's before anything is built (another's: refused)
             stack.enter_context(OutputLock(out))
-        if _stock_namespace(sc, engine, stack):  # recursors ask the servers on port 53
+        if _ready_for_recursors(sc, engine, stack):  # recursors ask the servers on port 53
             live_port = 53
         run = prepare(sc, engine, out, live_port, capture)
         run.tick, run.progress = tick, progress
@@ -431,7 +431,7 @@ def run_scenario(sc: Scenario, engine: str | None = None, out_dir: str | Path | 
     return result
 
 
-def _stock_namespace(sc: Scenario, engine: str, stack: contextlib.ExitStack) -> bool:
+def _ready_for_recursors(sc: Scenario, engine: str, stack: contextlib.ExitStack) -> bool:
     """Whether the run has stock recursors (``schemes[].resolver``) on an engine that runs
     them: then the servers listen on port 53 (where the recursors ask them), and on a
     loopback engine the rest of the run is in a network namespace of its own
